@@ -1,0 +1,80 @@
+# gateway-sizer: `make sweep` and `make test` do all the set-up they need.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+CACHE ?= $(if $(GATEWAY_SIZER_CACHE),$(GATEWAY_SIZER_CACHE),$(HOME)/.cache/gateway-sizer)
+export GATEWAY_SIZER_CACHE := $(CACHE)
+BIN := $(VENV)/bin
+SIZER := $(BIN)/gateway-sizer
+APT_PACKAGES := prometheus wrk
+PYTEST_ARGS ?=
+
+# Sweep overrides (empty = the scenario's value).
+SCENARIO ?=
+PLATFORM ?=
+ENVOY_CPUS ?=
+ENVOY_MEMORY ?=
+NGINX_REPLICAS ?=
+WORKERS ?=
+USERS ?=
+STEP_SECONDS ?=
+CLIENT ?=
+SWEEP_ARGS = $(if $(SCENARIO),--scenario '$(SCENARIO)') $(if $(PLATFORM),--platform '$(PLATFORM)') \
+	$(if $(ENVOY_CPUS),--envoy-cpus '$(ENVOY_CPUS)') $(if $(ENVOY_MEMORY),--envoy-memory '$(ENVOY_MEMORY)') \
+	$(if $(NGINX_REPLICAS),--nginx-replicas '$(NGINX_REPLICAS)') $(if $(WORKERS),--workers '$(WORKERS)') \
+	$(if $(USERS),--users '$(USERS)') $(if $(STEP_SECONDS),--step-seconds '$(STEP_SECONDS)') \
+	$(if $(CLIENT),--client '$(CLIENT)')
+
+.PHONY: help setup system-packages sweep plan test lint testbed-up testbed-down clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "gateway-sizer needs Python 3.11 or newer (PYTHON=$(PYTHON))" >&2; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+system-packages: ## Debian packages of the local platform (apt-get, as root)
+	@missing=""; for p in $(APT_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing Debian packages:$$missing"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+			|| { DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+			     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+		else echo "missing:$$missing; install them (apt-get install$$missing) or run make as root" >&2; exit 2; fi; \
+	fi
+
+setup: $(VENV)/.installed system-packages ## virtualenv with the pip packages, and the Debian packages
+
+sweep: setup ## run a sweep on the local platform (ENVOY_CPUS=0.15,0.3 PLATFORM=... SCENARIO=...)
+	$(SIZER) sweep $(SWEEP_ARGS)
+
+plan: setup ## print the configurations a sweep would run
+	$(SIZER) plan $(SWEEP_ARGS)
+
+testbed-up: setup ## start the local test bed by hand (Locust web UI on 127.0.0.1:8089)
+	$(SIZER) testbed up $(SWEEP_ARGS)
+
+testbed-down: setup ## stop the local test bed
+	$(SIZER) testbed down
+
+lint: setup ## ruff
+	$(BIN)/ruff check runner locustfiles tests bench
+	$(BIN)/ruff format --check runner locustfiles tests bench
+
+test: setup ## the whole test suite against real components
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
+	-[ -x $(SIZER) ] && $(SIZER) testbed down --all
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,187 @@
+"""The `gateway-sizer` command. The only place that prints errors and chooses exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from runner.errors import SizerError, UsageError
+
+EXIT_INTERRUPTED = 130
+
+
+def _scenario_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", default=None, help="scenario name in scenarios/ or a path (default: local)")
+    parser.add_argument("--envoy-cpus", help="Envoy CPU limits: 0.25,0.5 | 1..6 | 0.1..0.5:0.1 (ENVOY_CPUS)")
+    parser.add_argument("--envoy-memory", help="Envoy memory limit(s), e.g. 1Gi (ENVOY_MEMORY)")
+    parser.add_argument("--nginx-replicas", help="nginx replica counts, e.g. 3 or 1,3 (NGINX_REPLICAS)")
+    parser.add_argument("--workers", help="Locust workers (WORKERS)")
+    parser.add_argument("--users", help="closed-loop users per step, e.g. 4,8,12 (USERS)")
+    parser.add_argument("--step-seconds", help="measuring window per step (STEP_SECONDS)")
+    parser.add_argument("--platform", help="local | kubernetes (PLATFORM)")
+    parser.add_argument("--client", help="Locust client: lean | fasthttp (CLIENT)")
+
+
+def _overrides(args: argparse.Namespace):
+    from runner.scenario import Overrides
+
+    def value(name: str) -> str | None:
+        text = getattr(args, name, None)
+        return text if text not in (None, "") else None
+
+    return Overrides(
+        envoy_cpus=value("envoy_cpus"), envoy_memory=value("envoy_memory"), nginx_replicas=value("nginx_replicas"),
+        workers=value("workers"), users=value("users"), step_seconds=value("step_seconds"),
+        platform=value("platform"), client=value("client"),
+    )  # fmt: skip
+
+
+def _load(args: argparse.Namespace):
+    from runner.scenario import DEFAULT_SCENARIO, load_scenario
+
+    return load_scenario(args.scenario or DEFAULT_SCENARIO, _overrides(args))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from runner.console import ConsoleObserver
+    from runner.plan import plan_sweep
+    from runner.platforms import create_platform
+    from runner.results import RESULTS_ROOT, RunStore, resolve_run
+    from runner.sweep import Sweep
+
+    if args.resume:
+        run_dir = resolve_run(args.resume)
+        args.scenario = args.scenario or str(run_dir / "scenario.yaml")
+        scenario = _load(args)
+        store = RunStore.open(run_dir)
+        store.summary.status = "running"
+    else:
+        scenario = _load(args)
+        store = RunStore.create(scenario, Path(args.results) if args.results else RESULTS_ROOT)
+    plan = plan_sweep(scenario)
+    observer = ConsoleObserver()
+    overrides = {k: v for k, v in asdict(_overrides(args)).items() if v is not None}
+    sweep = Sweep(scenario, plan, create_platform(scenario, store.run_dir), store, observer, overrides)
+    try:
+        sweep.run()
+    finally:
+        observer.summary(store.summary, str(store.run_dir))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from runner.plan import plan_sweep
+
+    scenario = _load(args)
+    plan = plan_sweep(scenario)
+    load = scenario.load
+    print(f"scenario {scenario.name} on {scenario.platform}: {len(plan)} configuration(s)")
+    for config in plan.configurations:
+        print(f"  {config.label} (Envoy concurrency {config.envoy_concurrency})")
+    print(f"load: {load.client} client ({load.locust_user_class}), {load.workers} worker(s), {load.mode} mode, "
+          f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}")  # fmt: skip
+    return 0
+
+
+def cmd_testbed_up(args: argparse.Namespace) -> int:
+    from runner.locust import LocustOptions
+    from runner.paths import cache_dir
+    from runner.platforms.local.testbed import LocalTestbed, LocustSetup, state_file
+
+    if state_file("testbed").exists():
+        raise UsageError("a test bed is already up", "stop it first with `gateway-sizer testbed down`")
+    scenario = _load(args)
+    cpu = float(args.envoy_cpu) if args.envoy_cpu else scenario.envoy.cpu_cores[0]
+    replicas = scenario.backend.replicas[0]
+    testbed = LocalTestbed(workdir=cache_dir() / "testbed", host_header=scenario.load.host_header,
+                           scrape_interval_s=scenario.prometheus.scrape_interval_s)  # fmt: skip
+    try:
+        testbed.check_ports(replicas)
+        testbed.record_state(owner_pid=0)
+        testbed.start_monitoring()
+        testbed.scale_backend(replicas, cpu_cores=scenario.backend.cpu_cores,
+                              memory_bytes=scenario.backend.memory_bytes)  # fmt: skip
+        testbed.start_envoy(cpu, scenario.envoy.memory_bytes[0], scenario.envoy.concurrency_for(cpu))
+        options = LocustOptions(scenario.load.host_header, scenario.load.path)
+        testbed.start_locust(LocustSetup(scenario.load.locustfile, scenario.load.locust_user_class, options,
+                                         scenario.load.workers))  # fmt: skip
+        testbed.record_state(owner_pid=0)
+    except BaseException:
+        testbed.stop()
+        raise
+    print(f"test bed up (Envoy {cpu:g} CPU, {replicas} nginx replica(s), {scenario.load.workers} Locust worker(s))")
+    print(f"  gateway:     {testbed.gateway_url}  (Host: {scenario.load.host_header})")
+    print(f"  Locust UI:   {testbed.locust_url}")
+    print(f"  Prometheus:  {testbed.prometheus_url}")
+    print(f"  logs:        {testbed.supervisor.log_dir}")
+    print("stop it with: gateway-sizer testbed down")
+    return 0
+
+
+def cmd_testbed_down(args: argparse.Namespace) -> int:
+    from runner.platforms.local.testbed import stop_recorded_testbeds
+
+    removed = stop_recorded_testbeds(everything=args.all)
+    print(f"stopped: {', '.join(removed)}" if removed else "nothing to stop")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sweep = commands.add_parser("sweep", help="run a sweep and write results/<run-id>/")
+    _scenario_args(sweep)
+    sweep.add_argument("--results", help="results folder (default: results/)")
+    sweep.add_argument("--resume", metavar="RUN", help="continue an interrupted run (its unfinished configurations)")
+    sweep.set_defaults(func=cmd_sweep)
+
+    plan = commands.add_parser("plan", help="print the configurations a sweep would run")
+    _scenario_args(plan)
+    plan.set_defaults(func=cmd_plan)
+
+    testbed = commands.add_parser("testbed", help="start or stop the local test bed by hand")
+    actions = testbed.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start Envoy, nginx, Locust and Prometheus on loopback")
+    _scenario_args(up)
+    up.add_argument("--envoy-cpu", help="Envoy's CPU limit in cores (default: the scenario's first)")
+    up.set_defaults(func=cmd_testbed_up)
+    down = actions.add_parser("down", help="stop the test bed and remove what crashed runs left behind")
+    down.add_argument("--all", action="store_true", help="also stop test beds of runs still going")
+    down.set_defaults(func=cmd_testbed_down)
+    return parser
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    _sigterm_as_interrupt()
+    try:
+        return func(args)
+    except SizerError as error:
+        print(f"gateway-sizer: {error.one_line()}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("gateway-sizer: interrupted; everything started was stopped, measured steps are saved",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+    finally:
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    os._exit(main())

@@ -1,0 +1,69 @@
+"""The sweep plan: the cross product of what a scenario varies. Pure: no I/O."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from runner.quantities import format_cpu, format_memory
+from runner.scenario import Resources, Scenario
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One point of the sweep: the resources of Envoy, Contour and the backend."""
+
+    envoy_cpu_cores: float
+    envoy_memory_bytes: int
+    envoy_concurrency: int
+    backend_replicas: int
+    contour: Resources | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable identity used to match results across runs and to resume a sweep."""
+        contour = "-"
+        if self.contour is not None:
+            cpu = format_cpu(self.contour.cpu_cores) if self.contour.cpu_cores else "none"
+            memory = format_memory(self.contour.memory_bytes) if self.contour.memory_bytes else "none"
+            contour = f"{cpu}/{memory}"
+        return (
+            f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
+            f",contour={contour},nginx={self.backend_replicas}"
+        )
+
+    @property
+    def label(self) -> str:
+        """How a person reads it: "Envoy 150m CPU / 512Mi, nginx x1"."""
+        text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
+        if self.contour is not None:
+            text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
+        return text + f", nginx x{self.backend_replicas}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The configurations of a sweep, in the order they run."""
+
+    configurations: tuple[Configuration, ...]
+
+    def __len__(self) -> int:
+        return len(self.configurations)
+
+
+def plan_sweep(scenario: Scenario) -> Plan:
+    """Every combination of Envoy CPU and memory, Contour resources and backend replicas."""
+    contours: tuple[Resources | None, ...] = scenario.contour.resources or (None,)
+    configurations = tuple(
+        Configuration(
+            envoy_cpu_cores=cpu,
+            envoy_memory_bytes=memory,
+            envoy_concurrency=scenario.envoy.concurrency_for(cpu),
+            backend_replicas=replicas,
+            contour=contour,
+        )
+        for contour, replicas, memory, cpu in itertools.product(
+            contours, scenario.backend.replicas, scenario.envoy.memory_bytes, scenario.envoy.cpu_cores
+        )
+    )
+    return Plan(configurations)

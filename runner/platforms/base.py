@@ -1,0 +1,87 @@
+"""The interface every platform implements: start, apply a configuration, expose load and metrics, stop."""
+
+from __future__ import annotations
+
+import signal
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar
+
+from runner.locust import LocustMaster
+from runner.metrics import Metrics, Selectors
+from runner.plan import Configuration
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where a person (and the runner) reaches the platform's parts."""
+
+    gateway: str  # URL Locust workers send requests to
+    locust_web_ui: str  # URL, or the command that opens it
+    prometheus: str
+
+
+class Platform(ABC):
+    """A place to run the sweep. `with platform:` starts it and undoes everything on exit."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start or connect to the shared parts (Prometheus, Locust master and workers, the gateway)."""
+
+    @abstractmethod
+    def apply(self, config: Configuration) -> None:
+        """Give Envoy (and Contour, the backend) the configuration's resources; return once it serves."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Undo everything `start` and `apply` did. Idempotent; safe after a partial start."""
+
+    @property
+    @abstractmethod
+    def locust(self) -> LocustMaster: ...
+
+    @property
+    @abstractmethod
+    def metrics(self) -> Metrics: ...
+
+    @property
+    @abstractmethod
+    def selectors(self) -> Selectors: ...
+
+    @property
+    @abstractmethod
+    def endpoints(self) -> Endpoints: ...
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Raise PlatformError when a part the run depends on has died."""
+
+    def describe(self) -> dict[str, Any]:
+        """Versions and facts for the report's environment table."""
+        return {}
+
+    def __enter__(self) -> Platform:
+        try:
+            self.start()
+        except BaseException:
+            stop_shielded(self.stop)
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        stop_shielded(self.stop)
+
+
+def stop_shielded(stop: Callable[[], None]) -> None:
+    """Run a teardown that a second Ctrl-C or SIGTERM must not cut short."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

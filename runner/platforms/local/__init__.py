@@ -1,0 +1,1 @@
+"""The embedded local platform: real processes on one Linux machine, limits by cgroups."""

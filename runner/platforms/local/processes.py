@@ -1,0 +1,171 @@
+"""Start, watch and stop the local platform's processes, each in its own session and cgroup."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from runner.errors import PlatformError
+from runner.platforms.local.cgroups import CgroupV1, CgroupV2
+
+STOP_TIMEOUT_S = 5.0
+READY_POLL_S = 0.1
+_LOG_TAIL_LINES = 5
+
+
+@dataclass
+class ManagedProcess:
+    """A process the platform started: its name, handle, log and cgroup."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    cgroup: CgroupV1 | CgroupV2 | None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return ""
+        return " | ".join(line.strip() for line in text[-lines:])
+
+    def died_error(self) -> PlatformError:
+        return PlatformError(
+            f"{self.name} exited with code {self.popen.returncode}: {self.log_tail() or 'no output'}",
+            f"see {self.log_path}",
+        )
+
+
+def _join_cgroup(cgroup: CgroupV1 | CgroupV2 | None) -> Callable[[], None] | None:
+    if cgroup is None:
+        return None
+
+    def join() -> None:  # runs in the child between fork and exec, so every thread starts inside
+        cgroup.add(os.getpid())
+
+    return join
+
+
+class Supervisor:
+    """Owns every process it starts; `stop_all` ends them (SIGTERM, then SIGKILL) in reverse order."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.processes: list[ManagedProcess] = []
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        cgroup: CgroupV1 | CgroupV2 | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ManagedProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        try:
+            with log_path.open("ab") as log:
+                popen = subprocess.Popen(
+                    list(argv),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                    start_new_session=True,  # Ctrl-C reaches the runner only; it stops these in order
+                    preexec_fn=_join_cgroup(cgroup),
+                )
+        except FileNotFoundError:
+            raise PlatformError(f"cannot start {name}: {argv[0]} not found", "run `make setup`") from None
+        process = ManagedProcess(name, popen, log_path, cgroup)
+        self.processes.append(process)
+        return process
+
+    def check(self) -> None:
+        """Raise PlatformError naming the first process that has died."""
+        for process in self.processes:
+            if not process.alive():
+                raise process.died_error()
+
+    def stop(self, process: ManagedProcess, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        stop_process(process.popen, timeout_s)
+        if process in self.processes:
+            self.processes.remove(process)
+
+    def stop_all(self) -> None:
+        for process in reversed(list(self.processes)):
+            self.stop(process)
+
+
+def stop_process(popen: subprocess.Popen[bytes], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM the process's session, wait, then SIGKILL it."""
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGTERM)
+        try:
+            popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(timeout_s)
+    with contextlib.suppress(ProcessLookupError):  # stray children left in the session
+        os.killpg(popen.pid, signal.SIGKILL)
+
+
+def wait_until(
+    ready: Callable[[], bool], *, what: str, timeout_s: float, process: ManagedProcess | None = None
+) -> None:
+    """Poll `ready` until it is true; fail early if `process` dies, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if process is not None and not process.alive():
+            raise process.died_error()
+        if time.monotonic() > deadline:
+            tail = f": {process.log_tail()}" if process is not None and process.log_tail() else ""
+            raise PlatformError(f"{what} not ready after {timeout_s:.0f} s{tail}")
+        time.sleep(READY_POLL_S)
+
+
+def http_ok(url: str, headers: dict[str, str] | None = None) -> Callable[[], bool]:
+    """A readiness probe: GET `url` answers 2xx."""
+
+    def probe() -> bool:
+        try:
+            return requests.get(url, headers=headers, timeout=1).ok
+        except requests.RequestException:
+            return False
+
+    return probe
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,71 @@
+"""Prometheus (Debian's package) for the local platform: scrapes the exporter and Envoy's admin stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.platforms.local.envoy import SCRAPE_FILTER
+
+RETENTION = "2h"
+
+
+@dataclass(frozen=True)
+class ScrapeTargets:
+    """What the local Prometheus scrapes and how Envoy is labelled (as Kubernetes would label its pod)."""
+
+    exporter_port: int
+    envoy_admin_port: int
+    envoy_namespace: str
+    envoy_pod: str
+    envoy_container: str = "envoy"
+    interval_s: float = 1.0
+
+
+def config(targets: ScrapeTargets) -> dict[str, Any]:
+    interval = f"{max(1, round(targets.interval_s * 1000))}ms"
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [
+            {
+                "job_name": "cadvisor",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{targets.exporter_port}"]}],
+            },
+            {
+                "job_name": "envoy-stats",
+                "metrics_path": "/stats/prometheus",
+                "params": {"usedonly": [""], "filter": [SCRAPE_FILTER]},
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{targets.envoy_admin_port}"],
+                        "labels": {
+                            "namespace": targets.envoy_namespace,
+                            "pod": targets.envoy_pod,
+                            "container": targets.envoy_container,
+                        },
+                    }
+                ],
+            },
+        ],
+    }
+
+
+def write_config(targets: ScrapeTargets, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config(targets), sort_keys=False))
+    return path
+
+
+def command(binary: Path, config_path: Path, data_dir: Path, port: int) -> list[str]:
+    return [
+        str(binary),
+        f"--config.file={config_path}",
+        f"--storage.tsdb.path={data_dir}",
+        f"--storage.tsdb.retention.time={RETENTION}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]

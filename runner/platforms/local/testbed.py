@@ -1,0 +1,355 @@
+"""The local test bed: Envoy, nginx replicas, Locust master and workers, Prometheus and the cgroup exporter.
+
+Every process runs in its own cgroup under `gateway-sizer/<testbed-id>/<pod>`, labelled like a
+Kubernetes pod (namespace, pod, container). Stopping the test bed removes that whole tree, which also
+kills anything a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from runner.errors import LoadGeneratorError, PlatformError, UsageError
+from runner.locust import LocustMaster, LocustOptions, locustfile_arg, master_command, worker_command
+from runner.metrics import Selector, Selectors
+from runner.paths import state_dir
+from runner.platforms.local import binaries, envoy, nginx, prometheus
+from runner.platforms.local.cgroups import CgroupDriver, CgroupV1, CgroupV2, detect_driver
+from runner.platforms.local.exporter import write_registry
+from runner.platforms.local.processes import (
+    ManagedProcess,
+    Supervisor,
+    http_ok,
+    port_is_free,
+    wait_until,
+)
+
+ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER = "projectcontour", "envoy-local", "envoy"
+BACKEND_NAMESPACE = "gateway-loadtest"
+MONITORING_NAMESPACE = "monitoring"
+START_TIMEOUT_S = 30.0
+LOOPBACK = "127.0.0.1"
+
+SELECTORS = Selectors(
+    envoy=Selector(ENVOY_NAMESPACE, "envoy-.*", ENVOY_CONTAINER),
+    backend=Selector(BACKEND_NAMESPACE, "nginx-.*", "nginx"),
+    generator=Selector(BACKEND_NAMESPACE, "locust-worker-.*", "locust"),
+)
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Loopback ports of the test bed. nginx replica i listens on `nginx_base + i`."""
+
+    gateway: int = 10080
+    envoy_admin: int = 9901
+    prometheus: int = 9090
+    exporter: int = 9102
+    locust_web: int = 8089
+    locust_master: int = 5557
+    nginx_base: int = 18080
+
+    def named(self, replicas: int) -> dict[str, int]:
+        ports = {k: v for k, v in asdict(self).items() if k != "nginx_base"}
+        ports.update({f"nginx-{i}": self.nginx_base + i for i in range(replicas)})
+        return ports
+
+    @classmethod
+    def free(cls, nginx_slots: int = 16) -> Ports:
+        """Free ports for every role (tests run beside a user's test bed)."""
+        with contextlib.ExitStack() as stack:
+            singles = []
+            for _ in range(6):
+                sock = stack.enter_context(socket.socket())
+                sock.bind((LOOPBACK, 0))
+                singles.append(sock.getsockname()[1])
+            base = 20000 + (os.getpid() * 37) % 20000
+            while not all(port_is_free(LOOPBACK, base + i) for i in range(nginx_slots)):
+                base += nginx_slots
+        return cls(*singles, nginx_base=base)
+
+
+@dataclass(frozen=True)
+class LocustSetup:
+    """How the test bed runs Locust."""
+
+    locustfile: Path
+    user_class: str
+    options: LocustOptions
+    workers: int
+
+
+@dataclass
+class _Container:
+    namespace: str
+    pod: str
+    container: str
+    cgroup: CgroupV1 | CgroupV2
+    process: ManagedProcess | None = None
+
+
+@dataclass
+class LocalTestbed:
+    """Starts and stops the local platform's processes; `testbed_id` names its cgroup tree."""
+
+    workdir: Path
+    ports: Ports = field(default_factory=Ports)
+    testbed_id: str = "testbed"
+    scrape_interval_s: float = 1.0
+    host_header: str = "external.nginx"
+    log_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.cgroups: CgroupDriver = detect_driver()
+        self.supervisor = Supervisor(self.log_dir or self.workdir / "logs")
+        self.containers: dict[str, _Container] = {}
+        self._registry = self.workdir / "exporter-containers.json"
+        self._tsdb: Path | None = None
+        self.backend: list[nginx.NginxReplica] = []
+        self.envoy_limits: tuple[float, int | None, int] | None = None
+
+    # -- URLs -------------------------------------------------------------------------------------
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.gateway}"
+
+    @property
+    def locust_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.locust_web}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.prometheus}"
+
+    def backend_url(self, replica: int = 0) -> str:
+        return f"http://{LOOPBACK}:{self.ports.nginx_base + replica}"
+
+    # -- containers -------------------------------------------------------------------------------
+    def _container(self, namespace: str, pod: str, container: str) -> _Container:
+        if pod not in self.containers:
+            group = self.cgroups.create(f"{self.testbed_id}/{pod}")
+            self.containers[pod] = _Container(namespace, pod, container, group)
+        return self.containers[pod]
+
+    def _publish(self) -> None:
+        entries = [
+            {"namespace": c.namespace, "pod": c.pod, "container": c.container, "cgroup": c.cgroup.spec()}
+            for c in self.containers.values()
+        ]
+        write_registry(self._registry, entries)
+
+    def _run(self, pod: str, namespace: str, container: str, argv: list[str], **kwargs: object) -> ManagedProcess:
+        entry = self._container(namespace, pod, container)
+        entry.process = self.supervisor.start(pod, argv, cgroup=entry.cgroup, **kwargs)  # type: ignore[arg-type]
+        self._publish()
+        return entry.process
+
+    def _remove(self, pod: str) -> None:
+        entry = self.containers.pop(pod, None)
+        if entry is None:
+            return
+        if entry.process is not None:
+            self.supervisor.stop(entry.process)
+        entry.cgroup.remove()
+        self._publish()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def check_ports(self, replicas: int) -> None:
+        for role, port in self.ports.named(replicas).items():
+            if not port_is_free(LOOPBACK, port):
+                raise UsageError(
+                    f"port {port} ({role}) on {LOOPBACK} is already in use",
+                    "stop the other test bed with `gateway-sizer testbed down`, or free the port",
+                )
+
+    def start_monitoring(self) -> None:
+        """The cgroup exporter and Prometheus scraping it and Envoy's admin stats."""
+        self._publish()
+        exporter = self._run(
+            "cadvisor-exporter", MONITORING_NAMESPACE, "exporter",
+            [sys.executable, "-m", "runner.platforms.local.exporter", "--registry", str(self._registry),
+             "--port", str(self.ports.exporter)],
+        )  # fmt: skip
+        wait_until(http_ok(f"http://{LOOPBACK}:{self.ports.exporter}/metrics"), what="cgroup exporter",
+                   timeout_s=START_TIMEOUT_S, process=exporter)  # fmt: skip
+        targets = prometheus.ScrapeTargets(
+            exporter_port=self.ports.exporter, envoy_admin_port=self.ports.envoy_admin,
+            envoy_namespace=ENVOY_NAMESPACE, envoy_pod=ENVOY_POD, interval_s=self.scrape_interval_s,
+        )  # fmt: skip
+        config = prometheus.write_config(targets, self.workdir / "prometheus.yml")
+        self._tsdb = Path(tempfile.mkdtemp(prefix="gateway-sizer-tsdb-"))
+        process = self._run(
+            "prometheus", MONITORING_NAMESPACE, "prometheus",
+            prometheus.command(binaries.prometheus(), config, self._tsdb, self.ports.prometheus),
+        )  # fmt: skip
+        wait_until(http_ok(f"{self.prometheus_url}/-/ready"), what="Prometheus", timeout_s=START_TIMEOUT_S,
+                   process=process)  # fmt: skip
+
+    def scale_backend(
+        self, replicas: int, *, cpu_cores: float | None = None, memory_bytes: int | None = None,
+        worker_processes: int = 1, response_status: int = 200,
+    ) -> None:  # fmt: skip
+        """Run exactly `replicas` nginx replicas with these limits; Envoy must be restarted to see them."""
+        wanted = [
+            nginx.NginxReplica(i, self.ports.nginx_base + i, worker_processes, response_status) for i in range(replicas)
+        ]
+        for old in self.backend:
+            if old not in wanted:
+                self._remove(old.name)
+        binary = binaries.nginx()
+        for replica in wanted:
+            if replica in self.backend:
+                continue
+            prefix = self.workdir / replica.name
+            config = nginx.prepare(replica, prefix)
+            entry = self._container(BACKEND_NAMESPACE, replica.name, "nginx")
+            entry.cgroup.set_cpu_limit(cpu_cores)
+            entry.cgroup.set_memory_limit(memory_bytes)
+            process = self._run(replica.name, BACKEND_NAMESPACE, "nginx", nginx.command(binary, prefix, config))
+            wait_until(http_ok(self.backend_url(replica.index) + "/") if response_status == 200
+                       else _listening(LOOPBACK, replica.port), what=replica.name,
+                       timeout_s=START_TIMEOUT_S, process=process)  # fmt: skip
+        self.backend = wanted
+
+    def start_envoy(self, cpu_cores: float, memory_bytes: int | None, concurrency: int) -> None:
+        """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod."""
+        if not self.backend:
+            raise PlatformError("start the backend before Envoy")
+        self._remove(ENVOY_POD)
+        layout = envoy.EnvoyLayout(
+            listen_port=self.ports.gateway, admin_port=self.ports.envoy_admin,
+            upstream_ports=tuple(r.port for r in self.backend), host_header=self.host_header,
+        )  # fmt: skip
+        config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
+        entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
+        entry.cgroup.set_cpu_limit(cpu_cores)
+        entry.cgroup.set_memory_limit(memory_bytes)
+        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER,
+                            envoy.command(binaries.envoy(), config, concurrency))  # fmt: skip
+        wait_until(http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"), what="Envoy",
+                   timeout_s=START_TIMEOUT_S, process=process)  # fmt: skip
+        wait_until(_listening(LOOPBACK, self.ports.gateway), what="Envoy's listener", timeout_s=START_TIMEOUT_S,
+                   process=process)  # fmt: skip
+        self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
+
+    def start_locust(self, setup: LocustSetup) -> LocustMaster:
+        """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup."""
+        files = locustfile_arg(setup.locustfile)
+        master = self._run(
+            "locust-master", BACKEND_NAMESPACE, "locust",
+            master_command(files, setup.user_class, self.gateway_url, setup.options, web_host=LOOPBACK,
+                           web_port=self.ports.locust_web, master_port=self.ports.locust_master,
+                           bind_host=LOOPBACK),
+            cwd=setup.locustfile.parent,
+        )  # fmt: skip
+        wait_until(http_ok(f"{self.locust_url}/stats/requests"), what="Locust master", timeout_s=START_TIMEOUT_S,
+                   process=master)  # fmt: skip
+        for index in range(setup.workers):
+            self._run(
+                f"locust-worker-{index}", BACKEND_NAMESPACE, "locust",
+                worker_command(files, setup.user_class, setup.options, master_host=LOOPBACK,
+                               master_port=self.ports.locust_master),
+                cwd=setup.locustfile.parent,
+            )  # fmt: skip
+        client = LocustMaster(self.locust_url)
+        try:
+            client.wait_for_workers(setup.workers, START_TIMEOUT_S)
+        except LoadGeneratorError:
+            self.check()  # a worker that died says more than the count
+            raise
+        return client
+
+    def check(self) -> None:
+        self.supervisor.check()
+
+    def stop(self) -> None:
+        """Stop every process (in reverse start order) and remove the cgroup tree and Prometheus data."""
+        try:
+            self.supervisor.stop_all()
+        finally:
+            self.cgroups.remove_tree(self.testbed_id)
+            self.containers.clear()
+            if self._tsdb is not None:
+                shutil.rmtree(self._tsdb, ignore_errors=True)
+                self._tsdb = None
+            state_file(self.testbed_id).unlink(missing_ok=True)
+
+    def record_state(self, owner_pid: int) -> None:
+        """Write where this test bed's parts are, so `testbed down` can stop it from another process."""
+        record = {
+            "testbed_id": self.testbed_id, "owner_pid": owner_pid, "workdir": str(self.workdir),
+            "tsdb": str(self._tsdb) if self._tsdb else None,
+            "urls": {"gateway": self.gateway_url, "locust": self.locust_url, "prometheus": self.prometheus_url},
+        }  # fmt: skip
+        state_file(self.testbed_id).write_text(json.dumps(record, indent=1))
+
+
+def _listening(host: str, port: int):
+    def probe() -> bool:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex((host, port)) == 0
+
+    return probe
+
+
+def state_file(testbed_id: str) -> Path:
+    return state_dir() / f"{testbed_id}.json"
+
+
+def stop_recorded_testbeds(*, everything: bool = False) -> list[str]:
+    """Remove test beds recorded in the state folder whose owner is gone (or all with `everything`).
+
+    Also removes cgroup trees under `gateway-sizer/` that no live owner records: the leftovers of a
+    run that was killed hard. Returns the ids removed.
+    """
+    driver = detect_driver()
+    removed: list[str] = []
+    live: set[str] = set()
+    for path in sorted(state_dir().glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            path.unlink(missing_ok=True)
+            continue
+        owner = int(record.get("owner_pid", 0))
+        if not everything and record["testbed_id"] != "testbed" and _alive(owner):
+            live.add(record["testbed_id"])
+            continue
+        driver.remove_tree(record["testbed_id"])
+        if record.get("tsdb"):
+            shutil.rmtree(record["tsdb"], ignore_errors=True)
+        path.unlink(missing_ok=True)
+        removed.append(record["testbed_id"])
+    for orphan in driver.children():
+        if orphan not in live and (everything or not _owned_by_live_process(orphan)):
+            driver.remove_tree(orphan)
+            removed.append(orphan)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _owned_by_live_process(testbed_id: str) -> bool:
+    """Sweep and test test beds are named `<kind>-<owner pid>`; keep those whose owner still runs."""
+    _, _, pid = testbed_id.rpartition("-")
+    return pid.isdigit() and _alive(int(pid))

@@ -1,0 +1,144 @@
+"""The sweep engine: for each configuration, apply it, step the load, measure, find the knee, save."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from runner import environment
+from runner.errors import SizerError, UnreachableError
+from runner.knee import find_knee
+from runner.locust import LocustOptions
+from runner.measure import LoadLevel, Step, StepMeter
+from runner.plan import Configuration, Plan
+from runner.platforms.base import Endpoints, Platform
+from runner.results import ConfigResult, RunStore
+from runner.scenario import Scenario
+from runner.search import make_search
+
+SPAWN_MARGIN_S = 1.0
+
+
+class SweepObserver(Protocol):
+    """What the engine reports as it goes (the console implements it; tests may record it)."""
+
+    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None: ...
+    def config_started(self, position: int, total: int, config: Configuration) -> None: ...
+    def config_skipped(self, config: Configuration, result: ConfigResult) -> None: ...
+    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
+    def step_measured(self, config: Configuration, step: Step) -> None: ...
+    def config_finished(self, result: ConfigResult) -> None: ...
+
+
+class SilentObserver:
+    """Reports nothing."""
+
+    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None: ...
+    def config_started(self, position: int, total: int, config: Configuration) -> None: ...
+    def config_skipped(self, config: Configuration, result: ConfigResult) -> None: ...
+    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
+    def step_measured(self, config: Configuration, step: Step) -> None: ...
+    def config_finished(self, result: ConfigResult) -> None: ...
+
+
+@dataclass
+class Sweep:
+    """Runs `plan` on `platform`, saving into `store` as it measures."""
+
+    scenario: Scenario
+    plan: Plan
+    platform: Platform
+    store: RunStore
+    observer: SweepObserver = field(default_factory=SilentObserver)
+    overrides: dict[str, object] = field(default_factory=dict)
+    sleep: Callable[[float], None] = time.sleep
+
+    def run(self) -> None:
+        """The whole sweep. Raises on Ctrl-C or a fatal error after saving what was measured."""
+        try:
+            with self.platform:
+                self.platform.metrics.check()
+                self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
+                self.observer.run_started(self.store, self.platform.endpoints, self.plan)
+                total = len(self.plan)
+                for position, config in enumerate(self.plan.configurations, start=1):
+                    done = self.store.summary.config(config.key)
+                    if done is not None and done.finished:
+                        self.observer.config_skipped(config, done)
+                        continue
+                    self.observer.config_started(position, total, config)
+                    self.observer.config_finished(self.run_config(config))
+        except KeyboardInterrupt:
+            self.store.finish("interrupted", "stopped by Ctrl-C or SIGTERM")
+            raise
+        except SizerError as error:
+            self.store.finish("failed", error.one_line())
+            raise
+        except Exception as error:
+            self.store.finish("failed", f"internal error: {type(error).__name__}: {error}")
+            raise
+        self.store.finish("complete")
+
+    def run_config(self, config: Configuration) -> ConfigResult:
+        """Apply one configuration and search for its knee; a platform error fails only this one."""
+        result = self.store.begin(config)
+        steps: list[Step] = []
+        try:
+            self.platform.apply(config)
+            steps = self._step_load(config, result)
+        except UnreachableError as error:  # Prometheus or Locust gone: nothing further can be measured
+            result.fail(error.one_line())
+            self.store.save()
+            raise
+        except SizerError as error:
+            result.fail(error.one_line())
+            self.store.save()
+            return result
+        finally:
+            self._stop_load()
+        result.finish(find_knee(steps, self.scenario.threshold))
+        self.store.save()
+        return result
+
+    def _step_load(self, config: Configuration, result: ConfigResult) -> list[Step]:
+        load = self.scenario.load
+        search = make_search(load, self.scenario.threshold)
+        meter = StepMeter(
+            self.platform.locust, self.platform.metrics, self.platform.selectors, config.envoy_cpu_cores,
+            sleep=self.sleep, alive=self.platform.check,
+        )  # fmt: skip
+        deadline = time.monotonic() + load.max_config_s
+        steps: list[Step] = []
+        level = search.next_level(steps)
+        current = 0
+        if level is not None and load.warmup_s > 0:
+            current = self._set_load(level, current, "warm-up", load.warmup_s)
+        while level is not None and time.monotonic() < deadline:
+            current = self._set_load(level, current, "settle", load.settle_s)
+            self.observer.load_changed(level, "measure", load.step_s)
+            step = meter.measure(len(steps), level, load.step_s)
+            steps.append(step)
+            self.store.add_step(result, step)
+            self.observer.step_measured(config, step)
+            level = search.next_level(steps)
+        return steps
+
+    def _set_load(self, level: LoadLevel, current_users: int, phase: str, hold_s: float) -> int:
+        """Ask Locust for `level`, then wait for the spawn to finish and the load to settle."""
+        load = self.scenario.load
+        options = LocustOptions(host_header=load.host_header, request_path=load.path, user_rps=level.user_rps)
+        self.platform.locust.swarm(level.users, load.spawn_rate, self.platform.endpoints.gateway, options)
+        spawn_s = math.ceil(abs(level.users - current_users) / load.spawn_rate) + SPAWN_MARGIN_S
+        wait_s = max(hold_s, spawn_s)
+        self.observer.load_changed(level, phase, wait_s)
+        self.sleep(wait_s)
+        self.platform.check()
+        return level.users
+
+    def _stop_load(self) -> None:
+        with contextlib.suppress(SizerError):
+            self.platform.locust.stop()
