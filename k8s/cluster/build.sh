@@ -4,7 +4,7 @@
 #   k8s/cluster/build.sh [--print-path] [--rebuild] [component|group ...]
 #
 # components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
-#             contour coredns prometheus helm kubeconform crd2jsonschema
+#             contour coredns prometheus helm kubeconform crd2jsonschema kind
 # groups:     kubernetes (the six above), tools (helm kubeconform crd2jsonschema), all (default)
 # modules:    contour-module, kubernetes-module (downloaded, not built; their source folder is the "path")
 #
@@ -35,7 +35,7 @@ go_env
 
 # Download a module (once) and print its source folder.
 module_dir() {
-    go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' \
+    go mod download -json "$1@$2" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' \
         || die "go mod download $1@$2 failed"
 }
 
@@ -51,10 +51,10 @@ work_module() {
     local path=$1 version=$2 staging_version=${3:-} dir gomod
     dir=$SRC_DIR/$(basename "$path")-$version
     if [ ! -f "$dir/go.mod" ] || [ "$rebuild" = 1 ]; then
-        gomod=$(go mod download -json "$path@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])') \
+        gomod=$(go mod download -json "$path@$version" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])') \
             || die "go mod download $path@$version failed"
         mkdir -p "$dir"
-        go mod edit -json "$gomod" | python3 "$K8S_DIR/cluster/workmod.py" "$path" "$version" $staging_version \
+        go mod edit -json "$gomod" | "$PYTHON" "$K8S_DIR/cluster/workmod.py" "$path" "$version" $staging_version \
             >"$dir/go.mod.tmp" || die "cannot write the work module for $path@$version"
         mv "$dir/go.mod.tmp" "$dir/go.mod"
         : >"$dir/go.sum"
@@ -114,6 +114,8 @@ build_one() {  # component -> path
                 "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$K8S_MINOR -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$K8S_MINOR" ;;
         kubeconform)
             go_install "$tmp" "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" "" ;;
+        kind)
+            go_install "$tmp" "sigs.k8s.io/kind@$KIND_VERSION" "" ;;
         crd2jsonschema)
             (cd "$K8S_DIR/tools/crd2jsonschema" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$tmp" .) ;;
     esac || { rm -f "$tmp"; die "building $c failed (see the go output above)"; }

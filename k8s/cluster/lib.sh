@@ -11,8 +11,10 @@ PROMETHEUS_MODULE_VERSION=v0.55.1  # github.com/prometheus/prometheus module = P
 PROMETHEUS_VERSION=2.55.1
 HELM_VERSION=v3.19.5
 KUBECONFORM_VERSION=v0.7.0
+KIND_VERSION=v0.30.0             # only for kind-up (needs Docker); not part of "all"
 
 CACHE=${GATEWAY_SIZER_CACHE:-$HOME/.cache/gateway-sizer}
+PYTHON=${PYTHON:-python3}          # any Python >= 3.9; the helpers use only the standard library
 BIN_DIR=$CACHE/bin
 SRC_DIR=$CACHE/src
 BUILD_TIMES_LOG=$CACHE/build-times.log
@@ -41,8 +43,9 @@ component_path() {
         prometheus) echo "$BIN_DIR/prometheus-v$PROMETHEUS_VERSION/prometheus" ;;
         helm) echo "$BIN_DIR/helm-$HELM_VERSION/helm" ;;
         kubeconform) echo "$BIN_DIR/kubeconform-$KUBECONFORM_VERSION/kubeconform" ;;
+        kind) echo "$BIN_DIR/kind-$KIND_VERSION/kind" ;;
         crd2jsonschema) echo "$BIN_DIR/crd2jsonschema-$(crd2jsonschema_key)/crd2jsonschema" ;;
-        *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]} contour-module kubernetes-module)" ;;
+        *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]} kind contour-module kubernetes-module)" ;;
     esac
 }
 
@@ -52,3 +55,85 @@ crd2jsonschema_key() {
 }
 
 K8S_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# ---- the one-machine cluster (up.sh / down.sh) ----
+CLUSTER_DIR=$CACHE/cluster          # everything of one cluster's life: pki, etcd data, kubelet root, state
+STATE_DIR=$CLUSTER_DIR/state        # what up.sh changed on the host, for down.sh
+PKI_DIR=$CLUSTER_DIR/pki
+LOG_DIR=$CACHE/logs/cluster         # kept after down.sh for post-mortems, replaced by the next up.sh
+RUN_DIR=/run/gateway-sizer          # sockets (short paths)
+CONTAINERD_ROOT=$CACHE/containerd   # image store: survives down.sh so a warm up imports nothing
+CONTAINERD_SOCK=$RUN_DIR/containerd/containerd.sock
+ADMIN_KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
+
+NODE_NAME=gsz-node
+NODE_IP=10.250.0.1                  # on one end of a veth pair: this kernel has no dummy netdev
+NODE_VETH=gsz-node0
+NODE_VETH_PEER=gsz-node1
+CNI_BRIDGE=gsz-cni0
+CLUSTER_CIDR=10.244.0.0/16
+NODE_POD_CIDR=10.244.0.0/24
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+DNS_SERVICE_IP=10.96.0.10
+CONTOUR_SERVICE_IP=10.96.0.20      # k8s/cluster/overlays/contour/local.yaml pins the same address
+PROMETHEUS_SERVICE_IP=10.96.0.90   # k8s/cluster/overlays/prometheus pins the same address
+APISERVER_PORT=6443
+ETCD_CLIENT_PORT=23790              # not 2379: leaves the default free for tests' own etcd
+ETCD_PEER_PORT=23800
+
+# Daemons in the order up.sh starts them; down.sh stops them in reverse.
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+# Top-level cgroup folders the kubelet and containerd create (cgroupfs driver).
+CGROUP_NAMES=(kubepods kubepods.slice k8s.io)
+# Host paths the components create on their own when missing; down.sh removes the ones up.sh saw appear.
+HOST_PATHS=(/run/containerd /var/lib/cni /var/run/netns /var/log/pods /var/log/containers /var/lib/kubelet
+            /var/run/kubernetes /opt/containerd /etc/cni)
+
+require_root() { [ "$(id -u)" = 0 ] || die "$1 must run as root (it starts a kubelet and changes iptables)"; }
+
+# One up.sh or down.sh at a time.
+take_lock() {
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/cluster.lock"
+    flock -w 600 9 || die "another cluster-up/cluster-down is still running (lock $CACHE/cluster.lock)"
+}
+
+kubectl_() { "$(component_path kubectl)" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+# A process is alive when it exists and is not a zombie (nothing may reap orphans here).
+alive() {
+    local stat
+    stat=$(cat "/proc/${1:-0}/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+# Start time (clock ticks since boot) of a PID: recorded with it, so a reused PID is never signalled.
+start_time() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    # fields after the command: state is field 3, starttime field 22 -> 20th here
+    awk '{print $20}' <<<"$stat"
+}
+
+# A recorded daemon: state/pids/<name> holds "PID STARTTIME"; prints the PID if that process still runs.
+recorded_pid() {
+    local f=$STATE_DIR/pids/$1 pid st
+    [ -f "$f" ] || return 1
+    read -r pid st <"$f" || return 1
+    alive "$pid" && [ "$(start_time "$pid")" = "$st" ] && echo "$pid"
+}
+
+# SIGTERM, wait up to $2 seconds, then SIGKILL; by PID only.
+stop_pid() {
+    local pid=$1 grace=${2:-10} i
+    alive "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < grace * 10; i++)); do alive "$pid" || return 0; sleep 0.1; done
+    log "pid $pid ignored SIGTERM for ${grace}s: SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do alive "$pid" || return 0; sleep 0.1; done
+    log "warning: pid $pid still present after SIGKILL"
+}

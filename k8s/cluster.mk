@@ -1,0 +1,36 @@
+# Make targets for the Kubernetes side of gateway-sizer. Included by the main Makefile
+# (`include k8s/cluster.mk`) or used alone: `make -f k8s/cluster.mk cluster-up`.
+#
+#   cluster-up    real single-node cluster on this Linux machine, no Docker (root; see k8s/README.md)
+#   cluster-down  remove everything cluster-up made
+#   k8s-tools     helm + kubeconform (go install, cached)
+#   chart-lint    helm lint + helm template | kubeconform -strict (+ the plain manifests and overlays)
+#   kind-up       kind cluster with the same test bed (needs Docker)
+#   kind-down     delete that kind cluster
+
+PYTHON ?= python3
+CACHE ?= $(or $(GATEWAY_SIZER_CACHE),$(HOME)/.cache/gateway-sizer)
+K8S_DIR ?= $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+
+export GATEWAY_SIZER_CACHE := $(CACHE)
+export PYTHON
+
+.PHONY: cluster-up cluster-down k8s-tools chart-lint kind-up kind-down
+
+cluster-up:
+	$(K8S_DIR)/cluster/up.sh
+
+cluster-down:
+	$(K8S_DIR)/cluster/down.sh
+
+k8s-tools:
+	$(K8S_DIR)/cluster/build.sh tools
+
+chart-lint: k8s-tools
+	$(K8S_DIR)/cluster/lint.sh
+
+kind-up:
+	$(K8S_DIR)/kind/up.sh
+
+kind-down:
+	$(K8S_DIR)/kind/down.sh

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Validate the chart and the manifests offline:
+#   helm lint (default values, and the one-machine values with Locust on);
+#   helm template | kubeconform -strict, for the same two value sets;
+#   kubeconform -strict on k8s/manifests/* and on the one-machine overlays (rendered by kubectl kustomize).
+# Schemas: Kubernetes' own api/openapi-spec/swagger.json (k8s.io/kubernetes module) and Contour's CRDs
+# (examples/contour/01-crds.yaml of the contour module), converted by k8s/tools/crd2jsonschema into
+# $CACHE/schemas/; nothing is fetched from the network but Go modules.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/lib.sh"
+REPO=$(cd "$K8S_DIR/.." && pwd)
+CHART=$REPO/charts/gateway-loadtest
+
+read -r HELM KUBECONFORM CRD2JSONSCHEMA KUBECTL < <("$HERE/build.sh" --print-path helm kubeconform crd2jsonschema kubectl | tr '\n' ' ')
+SCHEMAS=$CACHE/schemas/kubernetes-$K8S_VERSION-contour-$CONTOUR_VERSION-$(crd2jsonschema_key)
+if [ ! -f "$SCHEMAS/.complete" ]; then
+    read -r K8S_MODULE CONTOUR_MODULE < <("$HERE/build.sh" --print-path kubernetes-module contour-module | tr '\n' ' ')
+    rm -rf "$SCHEMAS"
+    "$CRD2JSONSCHEMA" -out "$SCHEMAS" -swagger "$K8S_MODULE/api/openapi-spec/swagger.json" \
+        "$CONTOUR_MODULE/examples/contour/01-crds.yaml"
+    touch "$SCHEMAS/.complete"
+fi
+
+failed=0
+# check NAME COMMAND...: the command prints YAML; kubeconform validates it strictly against the schemas.
+check() {
+    local name=$1 out; shift
+    if ! out=$("$@" | "$KUBECONFORM" -strict -summary -output text \
+            -schema-location "$SCHEMAS/{{ .ResourceKind }}{{ .KindSuffix }}.json" - 2>&1); then
+        printf 'FAIL %s\n%s\n' "$name" "$out" >&2; failed=1
+    else
+        printf 'ok   %s: %s\n' "$name" "$(tail -n 1 <<<"$out")" >&2
+    fi
+}
+lint() {
+    local name=$1 out; shift
+    if ! out=$("$HELM" lint --strict "$CHART" "$@" 2>&1); then
+        printf 'FAIL helm lint %s\n%s\n' "$name" "$out" >&2; failed=1
+    else
+        printf 'ok   helm lint %s\n' "$name" >&2
+    fi
+}
+template() { "$HELM" template gateway-loadtest "$CHART" --namespace gateway-loadtest "$@"; }
+local_values=(-f "$HERE/values-local.yaml" --set locust.enabled=true)
+
+lint "default values"
+lint "one-machine values, locust on" "${local_values[@]}"
+check "chart, default values" template
+check "chart, one-machine values, locust on" template "${local_values[@]}"
+for d in "$K8S_DIR"/manifests/*/; do
+    check "k8s/manifests/$(basename "$d")" "$KUBECTL" kustomize "$d"
+done
+check "k8s/cluster/overlays/prometheus" "$KUBECTL" kustomize "$HERE/overlays/prometheus"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$HERE/overlays/contour/"*.yaml "$tmp/"
+cp "$("$HERE/build.sh" --print-path contour-module)/examples/render/contour.yaml" "$tmp/contour.yaml"
+check "k8s/cluster/overlays/contour (contour $CONTOUR_VERSION render + local patches)" "$KUBECTL" kustomize "$tmp"
+check "k8s/cluster/manifests/coredns.yaml" sed -e 's|@IMAGE_COREDNS@|localhost/coredns:1.11.4|' \
+    -e 's|@DNS_SERVICE_IP@|10.96.0.10|' "$HERE/manifests/coredns.yaml"
+
+[ "$failed" = 0 ] || die "chart-lint: some checks failed (see above)"
+log "chart-lint: all checks passed"
