@@ -12,10 +12,13 @@ source "$HERE/lib.sh"
 REPO=$(cd "$K8S_DIR/.." && pwd)
 CHART=$REPO/charts/gateway-loadtest
 
-read -r HELM KUBECONFORM CRD2JSONSCHEMA KUBECTL < <("$HERE/build.sh" --print-path helm kubeconform crd2jsonschema kubectl | tr '\n' ' ')
+mapfile -t tools < <("$HERE/build.sh" --print-path helm kubeconform crd2jsonschema kubectl)
+[ ${#tools[@]} = 4 ] || die "k8s/cluster/build.sh could not provide helm, kubeconform, crd2jsonschema, kubectl"
+HELM=${tools[0]} KUBECONFORM=${tools[1]} CRD2JSONSCHEMA=${tools[2]} KUBECTL=${tools[3]}
+CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
 SCHEMAS=$CACHE/schemas/kubernetes-$K8S_VERSION-contour-$CONTOUR_VERSION-$(crd2jsonschema_key)
 if [ ! -f "$SCHEMAS/.complete" ]; then
-    read -r K8S_MODULE CONTOUR_MODULE < <("$HERE/build.sh" --print-path kubernetes-module contour-module | tr '\n' ' ')
+    K8S_MODULE=$("$HERE/build.sh" --print-path kubernetes-module)
     rm -rf "$SCHEMAS"
     "$CRD2JSONSCHEMA" -out "$SCHEMAS" -swagger "$K8S_MODULE/api/openapi-spec/swagger.json" \
         "$CONTOUR_MODULE/examples/contour/01-crds.yaml"
@@ -55,7 +58,7 @@ check "k8s/cluster/overlays/prometheus" "$KUBECTL" kustomize "$HERE/overlays/pro
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp "$HERE/overlays/contour/"*.yaml "$tmp/"
-cp "$("$HERE/build.sh" --print-path contour-module)/examples/render/contour.yaml" "$tmp/contour.yaml"
+cp "$CONTOUR_MODULE/examples/render/contour.yaml" "$tmp/contour.yaml"
 check "k8s/cluster/overlays/contour (contour $CONTOUR_VERSION render + local patches)" "$KUBECTL" kustomize "$tmp"
 check "k8s/cluster/manifests/coredns.yaml" sed -e 's|@IMAGE_COREDNS@|localhost/coredns:1.11.4|' \
     -e 's|@DNS_SERVICE_IP@|10.96.0.10|' "$HERE/manifests/coredns.yaml"

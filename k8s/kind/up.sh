@@ -14,7 +14,9 @@ KUBECONFIG_FILE=$CACHE/kind.kubeconfig
 
 command -v docker >/dev/null && docker info >/dev/null 2>&1 \
     || die "kind-up needs a running Docker engine; on Linux without Docker use 'make cluster-up'"
-read -r KIND KUBECTL HELM < <("$K8S_DIR/cluster/build.sh" --print-path kind kubectl helm | tr '\n' ' ')
+mapfile -t tools < <("$K8S_DIR/cluster/build.sh" --print-path kind kubectl helm)
+[ ${#tools[@]} = 3 ] || die "k8s/cluster/build.sh could not provide kind, kubectl, helm"
+KIND=${tools[0]} KUBECTL=${tools[1]} HELM=${tools[2]}
 CONTOUR_MODULE=$("$K8S_DIR/cluster/build.sh" --print-path contour-module)
 k() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 

@@ -7,7 +7,8 @@
 // -swagger takes Kubernetes' api/openapi-spec/swagger.json (in the k8s.io/kubernetes module) for the
 // built-in kinds; every other argument is a YAML file of CustomResourceDefinitions. As in kubeconform's own
 // openapi2jsonschema: $refs are inlined, int-or-string becomes string|integer, objects with properties
-// reject unknown fields, and optional fields accept null.
+// reject unknown fields, optional fields accept null; OpenAPI 3.0's boolean exclusiveMaximum/Minimum
+// become draft-6 numbers (otherwise the schema does not compile and kubeconform reports it missing).
 package main
 
 import (
@@ -126,6 +127,16 @@ func strictCRD(node any) any {
 		if res["x-kubernetes-int-or-string"] == true {
 			delete(res, "type")
 			res["oneOf"] = []any{object{"type": "string"}, object{"type": "integer"}}
+		}
+		// OpenAPI 3.0's boolean exclusiveMaximum/exclusiveMinimum are numbers in JSON schema draft 6+.
+		for _, pair := range [][2]string{{"exclusiveMaximum", "maximum"}, {"exclusiveMinimum", "minimum"}} {
+			if b, ok := res[pair[0]].(bool); ok {
+				delete(res, pair[0])
+				if bound, has := res[pair[1]]; b && has {
+					res[pair[0]] = bound
+					delete(res, pair[1])
+				}
+			}
 		}
 		if res["nullable"] == true {
 			if typ, ok := res["type"].(string); ok {

@@ -1,0 +1,127 @@
+"""The one-machine cluster for real: make cluster-up serves the test bed, make cluster-down leaves nothing.
+
+Needs root, the Debian packages (k8s/cluster/deps.sh installs them) and, on a cold cache, about half an
+hour of builds. Takes the host's picture before cluster-up and compares it after cluster-down,
+independently of the state that down.sh itself records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import CACHE, K8S, run
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+CLUSTER_DIR = CACHE / "cluster"
+PROMETHEUS = "http://10.96.0.90:9090"
+VOLATILE = re.compile(r"^(fs\.(dentry-state|file-nr|inode-nr|inode-state)|kernel\.(ns_last_pid|random\.))")
+
+
+def host_picture() -> dict[str, object]:
+    def lines(cmd: str) -> set[str]:
+        return set(subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.splitlines())
+
+    sysctls = {}
+    for line in lines("sysctl -a 2>/dev/null"):
+        key, _, value = line.partition(" = ")
+        if not VOLATILE.match(key):
+            sysctls[key] = value
+    return {
+        "links": lines("ip -o link show | awk -F': ' '{print $2}'"),
+        "chains": lines("for t in filter nat mangle raw; do iptables-save -t $t | grep '^:' | "
+                        "sed \"s/^:/$t /\" | cut -d' ' -f1,2; done"),
+        "mounts": lines("awk '{print $5}' /proc/self/mountinfo"),
+        "cgroups": lines("ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/*/k8s.io 2>/dev/null"),
+        "netns": lines("ip netns list 2>/dev/null | awk '{print $1}'"),
+        "sysctls": sysctls,
+    }
+
+
+def cluster_processes() -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(CLUSTER_DIR) + "/" in cmd or "/run/gateway-sizer/" in cmd:
+            found.append(f"{pid}: {cmd[:120]}")
+    return found
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        return resp.status, resp.read()
+
+
+def prometheus_series(query: str, deadline_s: float = 90) -> list[dict]:
+    end = time.monotonic() + deadline_s
+    while True:
+        _, body = get(f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": query}))
+        result = json.loads(body)["data"]["result"]
+        if result or time.monotonic() > end:
+            return result
+        time.sleep(2)
+
+
+@pytest.fixture
+def fresh_host():
+    if os.geteuid() != 0:
+        pytest.skip("the one-machine cluster needs root")
+    if (CLUSTER_DIR / "state").exists():
+        pytest.skip(f"a cluster is already up ({CLUSTER_DIR}); run make cluster-down first")
+    return host_picture()
+
+
+@pytest.mark.timeout(3600)
+def test_cluster_up_serves_the_test_bed_and_cluster_down_leaves_nothing(fresh_host):
+    before = fresh_host
+    up = run(["make", "-f", str(K8S / "cluster.mk"), "cluster-up"], timeout=3300)
+    try:
+        kubeconfig = re.search(r"^export KUBECONFIG=(\S+)$", up.stdout, re.M).group(1)
+        kubectl = run([str(K8S / "cluster/build.sh"), "--print-path", "kubectl"], timeout=60).stdout.strip()
+        pods = json.loads(run([kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-A", "-o", "json"],
+                              timeout=60).stdout)["items"]
+        names = {(p["metadata"]["namespace"], p["metadata"]["name"].rsplit("-", 2)[0]) for p in pods}
+        assert {("kube-system", "coredns"), ("projectcontour", "contour"), ("monitoring", "prometheus"),
+                ("gateway-loadtest", "nginx")} <= names
+        assert any(ns == "projectcontour" and n.startswith("envoy") for ns, n in names)
+        for p in pods:
+            ready = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}.get("Ready")
+            assert p["status"]["phase"] == "Running" and ready == "True", p["metadata"]["name"]
+
+        envoy_ip = run([kubectl, "--kubeconfig", kubeconfig, "-n", "projectcontour", "get", "svc", "envoy",
+                        "-o", "jsonpath={.spec.clusterIP}"], timeout=60).stdout
+        status, body = get(f"http://{envoy_ip}/", {"Host": "external.nginx"})
+        assert status == 200 and b"nginx" in body
+
+        assert prometheus_series('container_cpu_usage_seconds_total{container="envoy"}'), "no cAdvisor Envoy CPU"
+        assert prometheus_series("envoy_http_downstream_rq_total"), "no Envoy request counter"
+    finally:
+        down = run(["make", "-f", str(K8S / "cluster.mk"), "cluster-down"], timeout=600)
+
+    assert "cluster down" in down.stderr
+    after = host_picture()
+    assert cluster_processes() == []
+    assert after["links"] == before["links"]
+    assert after["chains"] == before["chains"]
+    assert after["mounts"] == before["mounts"]
+    assert after["cgroups"] == before["cgroups"]
+    assert after["netns"] == before["netns"]
+    changed = {k: (v, after["sysctls"].get(k)) for k, v in before["sysctls"].items() if after["sysctls"].get(k) != v}
+    assert changed == {}
+    assert not CLUSTER_DIR.exists()
+
+    again = run([str(K8S / "cluster/down.sh")], timeout=120)
+    assert "cluster down" in again.stderr, "down.sh must be idempotent"
