@@ -67,7 +67,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan = plan_sweep(scenario)
     observer = ConsoleObserver()
     overrides = {k: v for k, v in asdict(_overrides(args)).items() if v is not None}
-    sweep = Sweep(scenario, plan, create_platform(scenario, store.run_dir), store, observer, overrides)
+    platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
+    sweep = Sweep(scenario, plan, platform, store, observer, overrides)
     try:
         sweep.run()
     finally:
@@ -140,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     _scenario_args(sweep)
     sweep.add_argument("--results", help="results folder (default: results/)")
     sweep.add_argument("--resume", metavar="RUN", help="continue an interrupted run (its unfinished configurations)")
+    sweep.add_argument(
+        "--free-ports", action="store_true", help="local platform: pick free ports instead of 8089, 9090, 10080..."
+    )
     sweep.set_defaults(func=cmd_sweep)
 
     plan = commands.add_parser("plan", help="print the configurations a sweep would run")

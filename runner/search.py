@@ -114,7 +114,9 @@ class AdaptiveSearch:
             return lowest * SHRINK if lowest * SHRINK >= (1 if self.maker.mode == "users" else 1.0) else None
         highest = max(offered)
         guess = _predict(steps, self.threshold + AIM_ABOVE * self.tolerance)
-        if guess is None or guess <= highest:
+        if guess is None:
+            guess = highest * MAX_GROWTH  # too little load to say anything yet
+        elif guess <= highest:
             guess = highest * FALLBACK_GROWTH
         guess = min(guess, highest * MAX_GROWTH)
         if self.maker.mode == "users":
@@ -134,14 +136,25 @@ def _secant(below: Step, above: Step, threshold: float) -> float | None:
 
 
 def _predict(steps: Sequence[Step], aim: float) -> float | None:
-    """Offered load for utilization `aim`, from a line through the origin and the informative steps."""
-    useful = [s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0]
+    """Offered load for utilization `aim`: a line through the two most loaded informative steps, or
+    through the origin and the most loaded one when only one says anything."""
+    useful = sorted(
+        (s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0),
+        key=lambda s: s.cpu_utilization_mean,
+    )
     if not useful:
         return None
-    best = max(useful, key=lambda s: s.cpu_utilization_mean)
-    per_rps = best.cpu_utilization_mean / best.rps
-    rps = aim / per_rps
-    if best.target_rps is None:
+    best = useful[-1]
+    slope = best.cpu_utilization_mean / best.rps
+    intercept = 0.0
+    if len(useful) >= 2 and best.rps > useful[-2].rps:
+        other = useful[-2]
+        slope = (best.cpu_utilization_mean - other.cpu_utilization_mean) / (best.rps - other.rps)
+        intercept = best.cpu_utilization_mean - slope * best.rps
+        if slope <= 0:
+            return None
+    rps = (aim - intercept) / slope
+    if best.target_rps is None:  # users mode: scale users by the same proportion
         return best.users * rps / best.rps
     return rps
 

@@ -18,8 +18,8 @@ PLATFORMS: dict[str, str] = {
 }
 
 
-def create_platform(scenario: Scenario, run_dir: Path) -> Platform:
-    """The platform the scenario names, built for one run."""
+def create_platform(scenario: Scenario, run_dir: Path, **options: object) -> Platform:
+    """The platform the scenario names, built for one run; `options` are the platform's own."""
     target = PLATFORMS.get(scenario.platform)
     if target is None:
         raise UsageError(f"unknown platform {scenario.platform!r}", f"use one of: {', '.join(PLATFORMS)}")
@@ -30,5 +30,5 @@ def create_platform(scenario: Scenario, run_dir: Path) -> Platform:
         raise ToolMissingError(
             f"platform {scenario.platform!r} needs the Python package {error.name!r}", "run `make setup`"
         ) from None
-    platform: Platform = getattr(module, class_name)(scenario, run_dir)
+    platform: Platform = getattr(module, class_name)(scenario, run_dir, **options)
     return platform

@@ -21,11 +21,11 @@ class LocalPlatform(Platform):
 
     name = "local"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, ports: Ports | None = None) -> None:
+    def __init__(self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False) -> None:
         self.scenario = scenario
         self.testbed = LocalTestbed(
             workdir=run_dir / "testbed",
-            ports=ports or Ports(),
+            ports=Ports.free() if free_ports else Ports(),
             testbed_id=f"sweep-{os.getpid()}",
             scrape_interval_s=scenario.prometheus.scrape_interval_s,
             host_header=scenario.load.host_header,

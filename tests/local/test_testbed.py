@@ -1,0 +1,92 @@
+"""The local test bed with real Envoy, nginx, Locust and Prometheus processes on loopback."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from runner.locust import LocustOptions
+from runner.metrics import Metrics
+from runner.platforms.local.envoy import CLUSTER_NAME
+from runner.platforms.local.testbed import SELECTORS, LocustSetup
+from runner.scenario import PROJECT_ROOT
+
+LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
+
+
+def _exported(testbed) -> dict[tuple[str, str], dict[str, float]]:
+    text = requests.get(f"http://127.0.0.1:{testbed.ports.exporter}/metrics", timeout=5).text
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if "pod" in sample.labels:
+                found.setdefault((sample.name, sample.labels["pod"]), sample.labels | {"value": sample.value})
+    return found
+
+
+def test_gateway_routes_on_the_host_header_round_robin_to_every_replica(testbed_factory):
+    testbed = testbed_factory()
+    testbed.start_monitoring()
+    testbed.scale_backend(2)
+    testbed.start_envoy(0.5, 256 * 2**20, 1)
+    session = requests.Session()
+    for _ in range(20):
+        response = session.get(testbed.gateway_url + "/", headers={"Host": "external.nginx"}, timeout=5)
+        assert response.status_code == 200 and "Welcome to nginx!" in response.text
+    assert session.get(testbed.gateway_url + "/", headers={"Host": "other.host"}, timeout=5).status_code == 404
+    clusters = requests.get(f"http://127.0.0.1:{testbed.ports.envoy_admin}/clusters", timeout=5).text
+    per_host = [line for line in clusters.splitlines() if line.startswith(CLUSTER_NAME) and "::rq_total::" in line]
+    assert len(per_host) == 2 and all(int(line.rsplit("::", 1)[1]) > 0 for line in per_host), per_host
+
+
+def test_envoy_limits_are_a_cgroup_quota_and_published_under_cadvisor_names(testbed_factory):
+    testbed = testbed_factory()
+    testbed.start_monitoring()
+    testbed.scale_backend(1, cpu_cores=0.5)
+    testbed.start_envoy(0.15, 256 * 2**20, 1)
+    envoy = testbed.containers["envoy-local"].cgroup
+    assert envoy.cpu_quota() == (15000, 100000)
+    assert envoy.memory_limit_bytes() == 256 * 2**20
+    exported = _exported(testbed)
+    assert exported[("container_spec_cpu_quota", "envoy-local")]["value"] == 15000
+    assert exported[("container_spec_cpu_period", "envoy-local")]["value"] == 100000
+    assert exported[("container_cpu_usage_seconds_total", "envoy-local")]["namespace"] == "projectcontour"
+    assert exported[("container_spec_cpu_quota", "nginx-0")]["value"] == 50000
+    assert exported[("container_memory_working_set_bytes", "envoy-local")]["value"] > 1e6
+
+
+def test_restarting_envoy_with_new_limits_replaces_the_process(testbed_factory):
+    testbed = testbed_factory()
+    testbed.scale_backend(1)
+    testbed.start_envoy(0.2, None, 1)
+    first = testbed.containers["envoy-local"].process.pid
+    testbed.start_envoy(0.4, None, 1)
+    assert testbed.containers["envoy-local"].process.pid != first
+    assert testbed.containers["envoy-local"].cgroup.cpu_quota() == (40000, 100000)
+    assert requests.get(testbed.gateway_url, headers={"Host": "external.nginx"}, timeout=5).ok
+
+
+@pytest.mark.slow
+def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
+    testbed = testbed_factory()
+    testbed.start_monitoring()
+    testbed.scale_backend(1)
+    testbed.start_envoy(0.5, None, 1)
+    options = LocustOptions("external.nginx", "/", user_rps=20)
+    locust = testbed.start_locust(LocustSetup(LOCUSTFILE, "FastGatewayUser", options, workers=2))
+    locust.swarm(10, 100, testbed.gateway_url, options)
+    time.sleep(8)
+    stats = locust.stats()
+    assert stats["worker_count"] == 2 and stats["user_count"] == 10
+    snapshot = locust.snapshot()
+    recent = [n for second, n in snapshot.requests_per_second.items() if second >= int(time.time()) - 5]
+    assert sum(recent) > 0
+    metrics = Metrics(testbed.prometheus_url)
+    end = time.time()
+    assert 100 < metrics.envoy_rps(SELECTORS.envoy, end - 4, end) < 300  # 10 users x 20 RPS
+    assert metrics.cpu_cores(SELECTORS.envoy, end - 4, end).mean > 0
+    assert metrics.cpu_cores(SELECTORS.generator, end - 4, end).mean > 0
+    locust.stop()
