@@ -29,7 +29,7 @@ def _cores_used(group, seconds: float) -> float:
 
 
 def _start_in(group, code: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code], preexec_fn=lambda: group.add(os.getpid()))  # noqa: PLW1509
+    return subprocess.Popen([sys.executable, "-c", code], preexec_fn=lambda: group.add(os.getpid()))
 
 
 def test_cpu_limit_caps_a_busy_loop_like_a_kubelet(group_name):
@@ -108,7 +108,7 @@ def test_unified_hierarchy_accounts_cpu_and_names_a_missing_controller(group_nam
         time.sleep(0.5)
         assert _cores_used(group, 1.0) > 0.3  # cpu.stat's usage_usec works without the cpu controller
         if "cpu" not in (driver.mounts["unified"] / "cgroup.controllers").read_text().split():
-            with pytest.raises(PlatformError, match="cpu.max does not exist"):
+            with pytest.raises(PlatformError, match=r"cpu\.max does not exist"):
                 group.set_cpu_limit(0.2)
     finally:
         process.kill()

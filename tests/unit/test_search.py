@@ -5,8 +5,8 @@ from simulated_envoy import SimulatedEnvoy
 
 from runner.knee import find_knee
 from runner.measure import LoadLevel
-from runner.search import AdaptiveSearch, LevelMaker, RampSearch, make_search
 from runner.scenario import parse_scenario
+from runner.search import AdaptiveSearch, LevelMaker, RampSearch, make_search
 
 RPS = LevelMaker(mode="rps", max_rps_per_user=20, min_users=2)
 USERS = LevelMaker(mode="users", max_rps_per_user=20, min_users=1)
