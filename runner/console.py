@@ -65,10 +65,12 @@ class ConsoleObserver:
             f" ({percent_range(step.cpu_utilization_min, step.cpu_utilization_max)})"
             f"  p95 {p95}  failures {step.fail_ratio:.2%}"
         )
+        for guard in step.guards:
+            self.console.print(f"    [yellow]guard {guard['guard']}[/]: {guard['detail']}")
 
     def config_finished(self, result: ConfigResult) -> None:
         self._stop_status()
-        if result.knee is not None:
+        if result.knee is not None and result.status == "saturated":
             self.console.print(
                 f"  [green]knee[/] {result.knee.rps:,.0f} RPS at {result.knee.cpu_utilization:.0%} CPU"
                 f" ({result.knee.rps / result.envoy.cpu:,.0f} RPS per core)"

@@ -25,7 +25,9 @@ class LoadLevel:
 
 @dataclass(frozen=True)
 class Step:
-    """What one measuring window saw. Utilization is Envoy's CPU over its CPU limit."""
+    """What one measuring window saw. Utilization is Envoy's CPU over its CPU limit; `generator_cpu_max`
+    and `backend_cpu_max` are the busiest Locust worker's and nginx replica's share of the CPU they have;
+    `guards` lists the validity guards that fired (see runner.guards)."""
 
     index: int
     users: int
@@ -47,6 +49,8 @@ class Step:
     backend_cpu_cores: float
     started_at: float
     window_s: float
+    backend_cpu_max: float = 0.0
+    guards: tuple[dict[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -78,6 +82,14 @@ def _finite(value: float, default: float = 0.0) -> float:
     return value if math.isfinite(value) else default
 
 
+@dataclass(frozen=True)
+class Capacities:
+    """The CPU a Locust worker and an nginx replica can use, in cores (None: unknown, not judged)."""
+
+    generator_cores: float = 1.0  # a Locust worker is one Python process: one core at most
+    backend_cores: float | None = None
+
+
 class StepMeter:
     """Measures windows: requests/failures/latency from Locust, CPU and Envoy RPS from Prometheus."""
 
@@ -88,6 +100,7 @@ class StepMeter:
         selectors: Selectors,
         envoy_cpu_limit_cores: float,
         *,
+        capacities: Capacities = Capacities(),
         sleep: Callable[[float], None] = time.sleep,
         alive: Callable[[], None] = lambda: None,
     ) -> None:
@@ -95,6 +108,7 @@ class StepMeter:
         self.metrics = metrics
         self.selectors = selectors
         self.limit = envoy_cpu_limit_cores
+        self.capacities = capacities
         self._sleep = sleep
         self._alive = alive
 
@@ -121,7 +135,18 @@ class StepMeter:
         latency = histogram_delta(before.response_times_ms, after.response_times_ms)
         cpu = self.metrics.cpu_cores(self.selectors.envoy, start, end)
         backend = self.metrics.cpu_cores(self.selectors.backend, start, end)
-        generator = max((w.cpu_percent for w in after.workers), default=0.0) / 100.0
+        generator_pods = self.metrics.cpu_cores_by_pod(self.selectors.generator, start, end)
+        generator = (
+            max(
+                max((w.cpu_percent / 100.0 for w in after.workers), default=0.0),
+                max(generator_pods.values(), default=0.0),
+            )
+            / self.capacities.generator_cores
+        )
+        backend_max = 0.0
+        if self.capacities.backend_cores:
+            by_pod = self.metrics.cpu_cores_by_pod(self.selectors.backend, start, end)
+            backend_max = max(by_pod.values(), default=0.0) / self.capacities.backend_cores
         return Step(
             index=index,
             users=level.users,
@@ -143,4 +168,5 @@ class StepMeter:
             backend_cpu_cores=_finite(backend.mean),
             started_at=float(start),
             window_s=float(window),
+            backend_cpu_max=backend_max,
         )

@@ -94,11 +94,12 @@ class ConfigResult(_Model):
             started_at=utc_now(),
         )
 
-    def finish(self, outcome: KneeResult, status: ConfigStatus | None = None, reason: str | None = None) -> None:
+    def finish(self, outcome: KneeResult, status: str | None = None, reason: str | None = None) -> None:
+        """Record the knee (kept even when a guard makes it `invalid`, for inspection) and the verdict."""
         knee = outcome.knee
         self.knee = KneeModel(rps=knee.rps, cpu_utilization=knee.cpu_utilization, users=knee.users) if knee else None
-        self.status = status or ("saturated" if knee else "not-saturated")
-        self.reason = reason if reason is not None else outcome.reason
+        self.status = status or ("saturated" if knee else "not-saturated")  # type: ignore[assignment]
+        self.reason = reason if status is not None else outcome.reason
         self.finished_at = utc_now()
 
     def fail(self, reason: str) -> None:
@@ -202,6 +203,7 @@ class RunStore:
             if new:
                 writer.writerow(["config", "envoy_cpu", "envoy_memory", "backend_replicas", *STEP_FIELDS])
             row = step.as_dict()
+            row["guards"] = "; ".join(f"{g['guard']}: {g['detail']}" for g in step.guards)
             writer.writerow([result.key, format_cpu(result.envoy.cpu), result.envoy.memory, result.backend.replicas,
                              *(row[f] for f in STEP_FIELDS)])  # fmt: skip
             handle.flush()

@@ -124,7 +124,7 @@ class LoadSpec(_Model):
     path: str = "/"
     workers: int = Field(default=2, ge=1)
     mode: Literal["users", "rps"] = "rps"
-    search: Literal["ramp", "adaptive"] = "adaptive"
+    search: Literal["adaptive", "ramp", "fixed"] = "adaptive"
     users: PositiveInts = (4, 8, 12, 16)
     rps: PositiveFloats | None = None
     start_users: int = Field(default=1, ge=1)
@@ -144,8 +144,8 @@ class LoadSpec(_Model):
 
     @model_validator(mode="after")
     def _ramp_needs_schedule(self) -> LoadSpec:
-        if self.search == "ramp" and self.mode == "rps" and not self.rps:
-            raise ValueError("search: ramp with mode: rps needs a list of target rates under load.rps")
+        if self.search in ("ramp", "fixed") and self.mode == "rps" and not self.rps:
+            raise ValueError(f"search: {self.search} with mode: rps needs a list of target rates under load.rps")
         return self
 
 

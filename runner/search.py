@@ -50,15 +50,19 @@ class LevelMaker:
 
 
 class RampSearch:
-    """A fixed schedule; stops after the first step at or above the threshold."""
+    """A fixed schedule; stops after the first step at or above the threshold (unless `to_the_end`,
+    the fixed-load mode that measures every level, e.g. for Envoy CPU per 1,000 RPS)."""
 
-    def __init__(self, schedule: Sequence[float], maker: LevelMaker, threshold: float) -> None:
+    def __init__(
+        self, schedule: Sequence[float], maker: LevelMaker, threshold: float, *, to_the_end: bool = False
+    ) -> None:
         self.schedule = list(schedule)
         self.maker = maker
         self.threshold = threshold
+        self.to_the_end = to_the_end
 
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
-        if steps and steps[-1].cpu_utilization_mean >= self.threshold:
+        if not self.to_the_end and steps and steps[-1].cpu_utilization_mean >= self.threshold:
             return None
         if len(steps) >= len(self.schedule):
             return None
@@ -162,8 +166,8 @@ def _predict(steps: Sequence[Step], aim: float) -> float | None:
 def make_search(load: LoadSpec, threshold: float) -> LoadSearch:
     """The scenario's search strategy."""
     maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
-    if load.search == "ramp":
+    if load.search in ("ramp", "fixed"):
         schedule = load.users if load.mode == "users" else (load.rps or ())
-        return RampSearch([float(v) for v in schedule], maker, threshold)
+        return RampSearch([float(v) for v in schedule], maker, threshold, to_the_end=load.search == "fixed")
     start = float(load.start_users) if load.mode == "users" else load.start_rps
     return AdaptiveSearch(start, maker, threshold, max_steps=load.max_steps)

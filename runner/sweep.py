@@ -6,12 +6,13 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 from runner import environment
 from runner.errors import SizerError, UnreachableError
-from runner.knee import find_knee
+from runner.guards import GuardContext, check_step, first_finding
+from runner.knee import KneeResult, find_knee
 from runner.locust import LocustOptions
 from runner.measure import LoadLevel, Step, StepMeter
 from runner.plan import Configuration, Plan
@@ -100,7 +101,9 @@ class Sweep:
             return result
         finally:
             self._stop_load()
-        result.finish(find_knee(steps, self.scenario.threshold))
+        outcome = find_knee(steps, self.scenario.threshold)
+        status, reason = judge(steps, outcome)
+        result.finish(outcome, status, reason)
         self.store.save()
         return result
 
@@ -109,8 +112,9 @@ class Sweep:
         search = make_search(load, self.scenario.threshold)
         meter = StepMeter(
             self.platform.locust, self.platform.metrics, self.platform.selectors, config.envoy_cpu_cores,
-            sleep=self.sleep, alive=self.platform.check,
+            capacities=self.platform.capacities(), sleep=self.sleep, alive=self.platform.check,
         )  # fmt: skip
+        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers)
         deadline = time.monotonic() + load.max_config_s
         steps: list[Step] = []
         level = search.next_level(steps)
@@ -121,9 +125,13 @@ class Sweep:
             current = self._set_load(level, current, "settle", load.settle_s)
             self.observer.load_changed(level, "measure", load.step_s)
             step = meter.measure(len(steps), level, load.step_s)
+            findings = check_step(step, steps, guard_context)
+            step = replace(step, guards=tuple(asdict(f) for f in findings))
             steps.append(step)
             self.store.add_step(result, step)
             self.observer.step_measured(config, step)
+            if findings and step.cpu_utilization_mean < self.scenario.threshold and load.search != "fixed":
+                break  # more load cannot reach Envoy's limit while something else limits the run
             level = search.next_level(steps)
         return steps
 
@@ -142,3 +150,14 @@ class Sweep:
     def _stop_load(self) -> None:
         with contextlib.suppress(SizerError):
             self.platform.locust.stop()
+
+
+def judge(steps: list[Step], outcome: KneeResult) -> tuple[str, str | None]:
+    """A knee counts only if no guard fired up to it; without a knee, a guard that fired says why."""
+    if outcome.knee is not None:
+        above = next(s for s in steps if s.index == outcome.knee.above)
+        limit = above.target_rps if above.target_rps is not None else float(above.users)
+        finding = first_finding(steps, up_to_offered=limit)
+        return ("invalid", finding.message) if finding else ("saturated", None)
+    finding = first_finding(steps)
+    return ("invalid", finding.message) if finding else ("not-saturated", outcome.reason)

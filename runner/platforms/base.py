@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from runner.locust import LocustMaster
+from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.plan import Configuration
 
@@ -55,6 +56,10 @@ class Platform(ABC):
     @property
     @abstractmethod
     def endpoints(self) -> Endpoints: ...
+
+    def capacities(self) -> Capacities:
+        """How much CPU a Locust worker and an nginx replica have, for the validity guards."""
+        return Capacities()
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raise PlatformError when a part the run depends on has died."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from runner.errors import PlatformError
 from runner.locust import LocustMaster, LocustOptions
+from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
@@ -74,6 +75,13 @@ class LocalPlatform(Platform):
     @property
     def endpoints(self) -> Endpoints:
         return Endpoints(self.testbed.gateway_url, self.testbed.locust_url, self.testbed.prometheus_url)
+
+    def capacities(self) -> Capacities:
+        backend = self.scenario.backend
+        nginx_cores = float(backend.worker_processes)  # one nginx worker process uses one core at most
+        if backend.cpu_cores is not None:
+            nginx_cores = min(nginx_cores, backend.cpu_cores)
+        return Capacities(generator_cores=1.0, backend_cores=nginx_cores)
 
     def describe(self) -> dict[str, Any]:
         return {"versions": binaries.versions(), "cgroup_version": self.testbed.cgroups.version}
