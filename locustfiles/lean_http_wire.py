@@ -61,7 +61,7 @@ class PlainTransport:
     __slots__ = ("_deadline", "_hub", "_loop", "_read", "_sock", "_timeout_s", "_waiter", "_watchdog", "_what",
                  "_write")  # fmt: skip
 
-    def __init__(self, sock: socket.socket, timeout_s: float) -> None:
+    def __init__(self, sock: socket.socket, timeout_s: float, watchdog_tick_s: float) -> None:
         self._sock = sock
         self._hub = get_hub()
         self._loop = loop = self._hub.loop
@@ -71,17 +71,17 @@ class PlainTransport:
         self._waiter: Any = None  # the greenlet blocked on this socket, for the watchdog
         self._deadline = 0.0
         self._what = "read"
-        tick = max(MIN_WATCHDOG_TICK_S, timeout_s * WATCHDOG_TICK_SHARE)
-        self._watchdog = loop.timer(tick, tick, ref=False)
+        self._watchdog = loop.timer(watchdog_tick_s, watchdog_tick_s, ref=False)
         self._watchdog.start(self._check_deadline)
 
     @classmethod
     def connect(cls, host: str, port: int, connect_timeout_s: float, read_timeout_s: float) -> PlainTransport:
         error: OSError | None = None
+        tick = max(MIN_WATCHDOG_TICK_S, min(connect_timeout_s, read_timeout_s) * WATCHDOG_TICK_SHARE)
         for family, _, proto, _, address in gevent_socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
             sock = _StdlibSocket(family, socket.SOCK_STREAM, proto)
             sock.setblocking(False)
-            transport = cls(sock, read_timeout_s)
+            transport = cls(sock, read_timeout_s, tick)
             try:
                 code = sock.connect_ex(address)
                 if code == errno.EINPROGRESS:
