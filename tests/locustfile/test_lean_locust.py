@@ -1,0 +1,115 @@
+"""LeanGatewayUser under a real `locust --headless`: statistics shaped like FastGatewayUser's,
+keep-alive through Envoy, pacing; and TLS through the lean client."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .helpers import envoy_stats, run_driver, run_locust
+
+USERS = 4
+PAGE_BYTES = 615
+
+
+def _csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _run(user_class: str, host: str, tmp_path: Path, *args: str) -> tuple[list[dict], Path]:
+    prefix = tmp_path / f"{user_class}-{len(list(tmp_path.glob('*_stats.csv')))}"
+    done = run_locust(user_class, host, "-u", str(USERS), "-r", str(USERS), "--json", *args, csv_prefix=prefix)
+    return json.loads(done.stdout), prefix
+
+
+@pytest.mark.slow
+def test_statistics_have_the_same_shape_as_fasthttpusers(nginx_factory, tmp_path: Path):
+    backend = nginx_factory()
+    shapes = {}
+    for user_class in ("FastGatewayUser", "LeanGatewayUser"):
+        for path in ("/", "/missing"):
+            entries, prefix = _run(user_class, backend.url, tmp_path, "-t", "2s", "--request-path", path)
+            stats_fields, stats_rows = _csv(Path(f"{prefix}_stats.csv"))
+            failure_fields, failure_rows = _csv(Path(f"{prefix}_failures.csv"))
+            (entry,) = entries
+            assert entry["num_requests"] > USERS
+            failed = entry["num_failures"]
+            assert failed == (entry["num_requests"] if path == "/missing" else 0), user_class
+            if path == "/":
+                assert entry["total_content_length"] == PAGE_BYTES * entry["num_requests"], user_class
+            shapes[user_class, path] = (
+                sorted(entry), entry["name"], entry["method"], stats_fields,
+                [(row["Type"], row["Name"]) for row in stats_rows], failure_fields,
+                [(row["Method"], row["Name"]) for row in failure_rows],
+            )  # fmt: skip
+    for path in ("/", "/missing"):
+        assert shapes["LeanGatewayUser", path] == shapes["FastGatewayUser", path]
+    assert shapes["LeanGatewayUser", "/missing"][-1] == [("GET", "/missing")]
+
+
+def test_each_user_keeps_one_connection_through_envoy(gateway, tmp_path: Path):
+    before = envoy_stats(gateway)
+    entries, _ = _run("LeanGatewayUser", gateway.gateway_url, tmp_path, "-t", "3s", "--host-header", "external.nginx")
+    after = envoy_stats(gateway)
+    (entry,) = entries
+    connections = after["http.ingress_http.downstream_cx_total"] - before["http.ingress_http.downstream_cx_total"]
+    requests = after["http.ingress_http.downstream_rq_total"] - before["http.ingress_http.downstream_rq_total"]
+    assert connections == USERS
+    assert entry["num_failures"] == 0 and entry["num_requests"] > 100
+    assert 0 <= requests - entry["num_requests"] <= USERS  # at most one request per user cut off by the stop
+    assert (
+        after["http.ingress_http.downstream_rq_2xx"] - before["http.ingress_http.downstream_rq_2xx"] >= requests - USERS
+    )
+
+
+def test_wrong_host_header_is_counted_as_failures_through_envoy(gateway, tmp_path: Path):
+    entries, _ = _run("LeanGatewayUser", gateway.gateway_url, tmp_path, "-t", "1s", "--host-header", "other.host")
+    (entry,) = entries
+    assert entry["num_requests"] > 0 and entry["num_failures"] == entry["num_requests"]  # Envoy's 404
+
+
+@pytest.mark.slow
+def test_user_rps_paces_the_lean_user(nginx_factory, tmp_path: Path):
+    backend = nginx_factory()
+    rate, seconds = 10, 5
+    entries, _ = _run("LeanGatewayUser", backend.url, tmp_path, "-t", f"{seconds}s", "--user-rps", str(rate))
+    (entry,) = entries
+    expected = USERS * rate * seconds
+    assert 0.8 * expected <= entry["num_requests"] <= 1.05 * expected
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "tls.key", tmp_path / "tls.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=external.nginx",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return key, cert
+
+
+def test_tls_keepalive_and_sni_from_the_host_header(nginx_factory, certificate: tuple[Path, Path]):
+    key, cert = certificate
+    backend = nginx_factory(
+        '        location = /sni { return 200 "$ssl_server_name"; }',
+        listen_extra=" ssl",
+        server_extra=f"        ssl_certificate {cert};\n        ssl_certificate_key {key};\n",
+    )
+    url = f"https://127.0.0.1:{backend.port}"
+    events = run_driver(url, [{"path": "/sni", "count": 3}, {"path": "/"}], host_header="external.nginx")
+    assert [(e["exception"], e["response_length"]) for e in events] == [(None, len("external.nginx"))] * 3 + [
+        (None, PAGE_BYTES)
+    ]
+    assert backend.connections() == 1
+    verified = run_driver(url, [{"path": "/"}], host_header="external.nginx", verify_tls=True)
+    assert verified[0]["exception"] == "SSLCertVerificationError"  # self-signed: refused when verifying
