@@ -9,7 +9,7 @@ from runner.measure import LoadLevel, Step
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Endpoints
 from runner.quantities import format_cpu
-from runner.results import ConfigResult, RunStore, RunSummary
+from runner.results import BaselineResult, ConfigResult, RunStore, RunSummary
 
 
 def percent_range(low: float, high: float) -> str:
@@ -77,6 +77,15 @@ class ConsoleObserver:
             )
         else:
             self.console.print(f"  [yellow]{result.status}[/]: {result.reason}")
+
+    def baseline_measured(self, baseline: BaselineResult) -> None:
+        self._stop_status()
+        self.console.print(
+            f"\n[bold]baseline[/] ({baseline.users} closed-loop users):"
+            f" nginx directly {baseline.direct['rps']:,.0f} RPS,"
+            f" through Envoy ({format_cpu(baseline.envoy_cpu)} CPU) {baseline.gateway['rps']:,.0f} RPS:"
+            f" {baseline.gateway_share:.0%} of direct"
+        )
 
     def summary(self, summary: RunSummary, run_dir: str) -> None:
         """The reference report's table: Envoy spec, users, RPS, CPU utilization range, knee."""

@@ -110,6 +110,26 @@ class ConfigResult(_Model):
         return self.status in FINISHED
 
 
+class BaselineResult(_Model):
+    """The backend directly vs through the gateway, same generator and closed-loop users."""
+
+    users: int
+    envoy_cpu: float
+    direct: dict[str, Any]
+    gateway: dict[str, Any]
+
+    @property
+    def overhead(self) -> float:
+        """Share of direct throughput lost by going through the gateway (0.2 = 20%)."""
+        direct = float(self.direct["rps"])
+        return 1 - float(self.gateway["rps"]) / direct if direct > 0 else 0.0
+
+    @property
+    def gateway_share(self) -> float:
+        """Throughput through the gateway as a share of direct (the reference's "over 80%")."""
+        return 1 - self.overhead
+
+
 class RunSummary(_Model):
     """One run of the sweep: what ran where, and every configuration's result."""
 
@@ -123,6 +143,7 @@ class RunSummary(_Model):
     finished_at: str | None = None
     environment: dict[str, Any] = {}
     configs: list[ConfigResult] = []
+    baseline: BaselineResult | None = None
 
     def config(self, key: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.key == key), None)

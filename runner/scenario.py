@@ -149,6 +149,17 @@ class LoadSpec(_Model):
         return self
 
 
+class BaselineSpec(_Model):
+    """The backend measured directly (no gateway) and through it, with the same closed-loop load."""
+
+    enabled: bool = False
+    users: int = Field(default=20, ge=1)
+    envoy_cpu_cores: OptionalCores = Field(default=None, alias="envoy_cpu")  # None: the sweep's largest
+
+    def envoy_cpu_for(self, cpus: tuple[float, ...]) -> float:
+        return self.envoy_cpu_cores if self.envoy_cpu_cores is not None else max(cpus)
+
+
 class PrometheusSpec(_Model):
     """Where metrics come from: a URL, or (null) the platform's own Prometheus."""
 
@@ -182,6 +193,7 @@ class Scenario(_Model):
     backend: BackendSpec = BackendSpec()
     load: LoadSpec = LoadSpec()
     threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
+    baseline: BaselineSpec = BaselineSpec()
     prometheus: PrometheusSpec = PrometheusSpec()
     kubernetes: KubernetesSpec = KubernetesSpec()
 

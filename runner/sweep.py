@@ -17,7 +17,7 @@ from runner.locust import LocustOptions
 from runner.measure import LoadLevel, Step, StepMeter
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Endpoints, Platform
-from runner.results import ConfigResult, RunStore
+from runner.results import BaselineResult, ConfigResult, RunStore
 from runner.scenario import Scenario
 from runner.search import make_search
 
@@ -33,6 +33,7 @@ class SweepObserver(Protocol):
     def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
     def step_measured(self, config: Configuration, step: Step) -> None: ...
     def config_finished(self, result: ConfigResult) -> None: ...
+    def baseline_measured(self, baseline: BaselineResult) -> None: ...
 
 
 class SilentObserver:
@@ -44,6 +45,7 @@ class SilentObserver:
     def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
     def step_measured(self, config: Configuration, step: Step) -> None: ...
     def config_finished(self, result: ConfigResult) -> None: ...
+    def baseline_measured(self, baseline: BaselineResult) -> None: ...
 
 
 @dataclass
@@ -73,6 +75,8 @@ class Sweep:
                         continue
                     self.observer.config_started(position, total, config)
                     self.observer.config_finished(self.run_config(config))
+                if self.scenario.baseline.enabled and self.store.summary.baseline is None:
+                    self.run_baseline()
         except KeyboardInterrupt:
             self.store.finish("interrupted", "stopped by Ctrl-C or SIGTERM")
             raise
@@ -107,13 +111,48 @@ class Sweep:
         self.store.save()
         return result
 
-    def _step_load(self, config: Configuration, result: ConfigResult) -> list[Step]:
-        load = self.scenario.load
-        search = make_search(load, self.scenario.threshold)
-        meter = StepMeter(
+    def run_baseline(self) -> BaselineResult:
+        """The backend directly, then through the gateway, with the same closed-loop users."""
+        spec, envoy = self.scenario.baseline, self.scenario.envoy
+        cpu = spec.envoy_cpu_for(envoy.cpu_cores)
+        config = Configuration(
+            envoy_cpu_cores=cpu,
+            envoy_memory_bytes=max(envoy.memory_bytes),
+            envoy_concurrency=envoy.concurrency_for(cpu),
+            backend_replicas=max(self.scenario.backend.replicas),
+        )
+        self.platform.apply(config)
+        meter = self._meter(config)
+        level = LoadLevel(users=spec.users)
+        measured: dict[str, dict[str, object]] = {}
+        endpoints = self.platform.endpoints
+        try:
+            for name, host in (("direct", endpoints.backend), ("gateway", endpoints.gateway)):
+                hold = max(self.scenario.load.warmup_s, self.scenario.load.settle_s)
+                self._set_load(level, 0, f"baseline {name}", hold, host=host)
+                self.observer.load_changed(level, f"baseline {name}: measure", self.scenario.load.step_s)
+                measured[name] = meter.measure(0, level, self.scenario.load.step_s).as_dict()
+                self._stop_load()
+        finally:
+            self._stop_load()
+        baseline = BaselineResult(
+            users=spec.users, envoy_cpu=cpu, direct=measured["direct"], gateway=measured["gateway"]
+        )
+        self.store.summary.baseline = baseline
+        self.store.save()
+        self.observer.baseline_measured(baseline)
+        return baseline
+
+    def _meter(self, config: Configuration) -> StepMeter:
+        return StepMeter(
             self.platform.locust, self.platform.metrics, self.platform.selectors, config.envoy_cpu_cores,
             capacities=self.platform.capacities(), sleep=self.sleep, alive=self.platform.check,
         )  # fmt: skip
+
+    def _step_load(self, config: Configuration, result: ConfigResult) -> list[Step]:
+        load = self.scenario.load
+        search = make_search(load, self.scenario.threshold)
+        meter = self._meter(config)
         guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers)
         deadline = time.monotonic() + load.max_config_s
         steps: list[Step] = []
@@ -135,11 +174,13 @@ class Sweep:
             level = search.next_level(steps)
         return steps
 
-    def _set_load(self, level: LoadLevel, current_users: int, phase: str, hold_s: float) -> int:
-        """Ask Locust for `level`, then wait for the spawn to finish and the load to settle."""
+    def _set_load(
+        self, level: LoadLevel, current_users: int, phase: str, hold_s: float, host: str | None = None
+    ) -> int:
+        """Ask Locust for `level` (at the gateway unless `host`), then wait for the spawn and the settle."""
         load = self.scenario.load
         options = LocustOptions(host_header=load.host_header, request_path=load.path, user_rps=level.user_rps)
-        self.platform.locust.swarm(level.users, load.spawn_rate, self.platform.endpoints.gateway, options)
+        self.platform.locust.swarm(level.users, load.spawn_rate, host or self.platform.endpoints.gateway, options)
         spawn_s = math.ceil(abs(level.users - current_users) / load.spawn_rate) + SPAWN_MARGIN_S
         wait_s = max(hold_s, spawn_s)
         self.observer.load_changed(level, phase, wait_s)

@@ -22,6 +22,7 @@ class Endpoints:
     gateway: str  # URL Locust workers send requests to
     locust_web_ui: str  # URL, or the command that opens it
     prometheus: str
+    backend: str  # the backend itself, bypassing the gateway (for the baseline)
 
 
 class Platform(ABC):

@@ -74,7 +74,8 @@ class LocalPlatform(Platform):
 
     @property
     def endpoints(self) -> Endpoints:
-        return Endpoints(self.testbed.gateway_url, self.testbed.locust_url, self.testbed.prometheus_url)
+        testbed = self.testbed
+        return Endpoints(testbed.gateway_url, testbed.locust_url, testbed.prometheus_url, testbed.backend_url(0))
 
     def capacities(self) -> Capacities:
         backend = self.scenario.backend
