@@ -1,0 +1,40 @@
+"""The report: a run's summary -> the report model -> Markdown, HTML and PNG plots; sizing and comparison.
+
+Everything here returns data or text; only the CLI writes files and prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from runner.results import RunSummary
+
+__all__ = ["PLOT_DIR", "render_files"]
+
+PLOT_DIR = "plots"
+
+
+def render_files(summary: RunSummary, scenario: dict | None = None) -> dict[str, bytes]:
+    """Every file of a run's report, by path relative to the run directory: report.md, report.html, plots/*.png."""
+    from runner.report.html import render_html
+    from runner.report.markdown import render_markdown
+    from runner.report.model import build_report
+    from runner.report.plots import render_plots
+
+    report = build_report(summary, scenario)
+    plots = render_plots(report)
+    files = {f"{PLOT_DIR}/{plot.name}.png": plot.png for plot in plots}
+    files["report.md"] = render_markdown(report, plots, PLOT_DIR).encode()
+    files["report.html"] = render_html(report, plots).encode()
+    return files
+
+
+def read_scenario(run_dir: Path) -> dict | None:
+    """The run's resolved scenario.yaml, or None when the run has none or it does not parse."""
+    try:
+        loaded = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return loaded if isinstance(loaded, dict) else None

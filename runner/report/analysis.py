@@ -1,0 +1,224 @@
+"""What the numbers say, pure: a sentence per step as the reference report writes, and the run's conclusions.
+
+Every sentence is computed from the measurements and carries the figure behind it; where the data cannot
+back a claim (too few knees, no latency, no generator CPU) the claim is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runner.quantities import parse_memory
+from runner.report import formatting as fmt
+from runner.report.sizing import LINEAR_R_SQUARED, Fit, KneePoint
+from runner.results import ConfigResult, RunSummary
+
+__all__ = ["Conclusion", "conclusions", "offered", "step_analysis"]
+
+IDLE_BELOW = 0.75  # a step under this utilization leaves its CPU limit "not fully used"
+LATENCY_RISE_FACTOR = 2.0  # p95 at least this many times the lightest step's is called a rise
+LATENCY_RISE_MIN_MS = 5.0  # and at least this many ms more
+FAILURES_NOTABLE = 0.01  # the reference report's 1% failure guard
+RPS_AGREEMENT = 0.05  # Locust and Envoy counting within 5% agree
+GENERATOR_BUSY = 0.9  # a Locust worker at or above this CPU may have limited the load
+MEMORY_NOTABLE = 0.8  # working set over this share of the limit is worth a warning
+
+Step = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """One finding: the sentence, the figures that back it, and the plot that shows it (if any)."""
+
+    text: str
+    figure: str
+    plot: str | None = None
+
+
+def offered(step: Step) -> float:
+    """The load a step offered: its target RPS in open-loop mode, else its user count."""
+    target = step.get("target_rps")
+    return float(target) if target is not None else float(step["users"])
+
+
+def _lightest_p95(steps: Sequence[Step]) -> float | None:
+    with_latency = [s for s in steps if s.get("p95_ms") is not None]
+    return min(with_latency, key=offered)["p95_ms"] if with_latency else None
+
+
+def step_analysis(step: Step, steps: Sequence[Step], threshold: float) -> str:
+    """The reference report's analysis column, from utilization, latency and failures of one step."""
+    mean = step["cpu_utilization_mean"]
+    if mean < IDLE_BELOW:
+        text = f"Resources not fully used ({1 - mean:.0%} of the CPU limit idle): room for more requests."
+    elif mean < threshold:
+        text = f"Approaching full load ({1 - mean:.0%} idle): a little more load reaches the limit."
+    else:
+        text = f"At the limit: CPU at {mean:.0%}, past the {threshold:.0%} threshold; this limit's maximum throughput."
+    lightest, p95 = _lightest_p95(steps), step.get("p95_ms")
+    if lightest and p95 is not None and p95 >= lightest * LATENCY_RISE_FACTOR and p95 - lightest >= LATENCY_RISE_MIN_MS:
+        text += f" p95 latency {p95 / lightest:.0f}x the lightest step's ({p95:.0f} ms vs {lightest:.0f} ms)."
+    ratio = step.get("fail_ratio") or 0.0
+    if ratio > FAILURES_NOTABLE:
+        text += f" {ratio:.1%} of requests failed."
+    elif step.get("failures"):
+        text += f" {step['failures']:,} failed request(s)."
+    return text
+
+
+def _knee_status(summary: RunSummary, threshold: float) -> Conclusion | None:
+    finished = [c for c in summary.configs if c.status != "running"]
+    if not finished:
+        return None
+    valid = [c for c in finished if c.status == "saturated" and c.knee is not None]
+    if len(valid) == len(finished):
+        return Conclusion(
+            f"Every configuration reached the {threshold:.0%} CPU knee, so each has a sizing figure.",
+            f"{len(valid)} of {len(finished)} configurations saturated",
+        )
+    others = "; ".join(f"{c.label}: {c.status}" + (f", {c.reason}" if c.reason else "")
+                       for c in finished if c not in valid)  # fmt: skip
+    return Conclusion(
+        f"{len(finished) - len(valid)} configuration(s) have no valid knee and are left out of the sizing.",
+        f"{len(valid)} of {len(finished)} saturated; {others}",
+    )
+
+
+def _linearity(fit: Fit) -> Conclusion:
+    low, high = fit.cores_range
+    span = f"{fmt.cpu(low)}-{fmt.cpu(high)}"
+    figure = f"{fit.equation()}, R^2 {fit.r_squared:.3f} over {len(fit.points)} knees ({span})"
+    if fit.slope <= 0:
+        text = "Knee RPS does not grow with Envoy's CPU limit: something other than Envoy limited throughput."
+    elif len(fit.points) == 2:
+        text = (f"Each added Envoy core adds about {fit.slope:,.0f} RPS at the knee between {span}; two knees "
+                "cannot show whether the growth is linear.")  # fmt: skip
+    elif fit.r_squared >= LINEAR_R_SQUARED:
+        text = f"Envoy's CPU limit decides throughput: each added core adds {fit.slope:,.0f} RPS at the knee."
+    else:
+        text = f"Knee RPS is not proportional to Envoy cores over {span}: size only near the measured limits."
+    return Conclusion(text, figure, "knee_vs_cores")
+
+
+def _scaling(fit: Fit) -> Conclusion | None:
+    first, last = fit.points[0], fit.points[-1]
+    if fit.slope <= 0 or last.cpu_cores <= first.cpu_cores:
+        return None
+    cores_x, knee_x = last.cpu_cores / first.cpu_cores, last.rps / first.rps
+    per_core = ", ".join(f"{p.rps_per_core:,.0f} at {fmt.cpu(p.cpu_cores)}" for p in fit.points)
+    figure = f"RPS per core: {per_core}; intercept {fit.intercept:,.0f} RPS"
+    if abs(knee_x / cores_x - 1) <= 0.1:
+        text = f"Knee RPS grows in proportion to the CPU limit: {knee_x:.2f}x the RPS for {cores_x:.2f}x the cores."
+    elif knee_x > cores_x:
+        text = (f"Knee RPS grows faster than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): small "
+                "limits are less efficient, so size from the fit rather than one limit's RPS per core.")  # fmt: skip
+    else:
+        text = (f"Knee RPS grows slower than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): each "
+                "added core buys less, so size from the fit rather than one limit's RPS per core.")  # fmt: skip
+    return Conclusion(text, figure, "knee_vs_cores")
+
+
+def _latency(configs: Sequence[ConfigResult], threshold: float) -> Conclusion | None:
+    figures, rose = [], []
+    for config in configs:
+        timed = [s for s in config.steps if s.get("p95_ms") is not None]
+        below = [s["p95_ms"] for s in timed if s["cpu_utilization_mean"] < threshold]
+        above = [s["p95_ms"] for s in timed if s["cpu_utilization_mean"] >= threshold]
+        if below and above:
+            figures.append(f"{fmt.cpu(config.envoy.cpu)}: {max(below):.0f} ms -> {max(above):.0f} ms")
+            rose.append(max(above) > max(below))
+    if not figures:
+        return None
+    figure = "worst p95 below -> at/above the threshold: " + "; ".join(figures)
+    if all(rose):
+        text = f"Latency rises once Envoy passes {threshold:.0%} CPU: keep headroom below the knee."
+    elif not any(rose):
+        text = f"p95 latency did not rise past {threshold:.0%} CPU in these windows."
+    else:
+        text = f"p95 latency rose past {threshold:.0%} CPU in some configurations only."
+    return Conclusion(text, figure, "latency_vs_rps")
+
+
+def _failures(steps: Sequence[Step]) -> Conclusion | None:
+    requests = sum(s.get("requests") or 0 for s in steps)
+    if not requests:
+        return None
+    failures = sum(s.get("failures") or 0 for s in steps)
+    figure = f"{failures:,} of {requests:,} requests in {len(steps)} steps"
+    if failures == 0:
+        return Conclusion("No request failed: every step's RPS is served traffic.", figure)
+    worst = max(steps, key=lambda s: s.get("fail_ratio") or 0.0)
+    return Conclusion(
+        f"{failures / requests:.2%} of requests failed, at worst {worst.get('fail_ratio', 0.0):.1%} in one step.",
+        figure,
+    )
+
+
+def _agreement(steps: Sequence[Step]) -> Conclusion | None:
+    pairs = [(s["rps"], s["envoy_rps"]) for s in steps if s.get("envoy_rps")]
+    if not pairs:
+        return None
+    worst = max(abs(rps - envoy) / envoy for rps, envoy in pairs)
+    figure = f"largest difference {worst:.1%} over {len(pairs)} steps"
+    if worst <= RPS_AGREEMENT:
+        return Conclusion(f"Locust and Envoy counted the same load within {worst:.1%} at every step.", figure)
+    return Conclusion(
+        f"Locust's and Envoy's RPS differ by up to {worst:.0%}: some requests were not counted on one side.",
+        figure,
+    )
+
+
+def _generator(steps: Sequence[Step]) -> Conclusion | None:
+    peak = max((s.get("generator_cpu_max") or 0.0 for s in steps), default=0.0)
+    if peak <= 0:
+        return None
+    figure = f"busiest Locust worker at {peak:.0%} CPU"
+    if peak < GENERATOR_BUSY:
+        return Conclusion(f"The load generator had CPU to spare (at most {peak:.0%} per Locust worker).", figure)
+    return Conclusion(
+        f"A Locust worker reached {peak:.0%} CPU: the generator may have limited the load; add Locust workers.",
+        figure,
+    )
+
+
+def _memory_limit(config: ConfigResult) -> int | None:
+    try:
+        return parse_memory(config.envoy.memory)
+    except ValueError:
+        return None
+
+
+def _memory(configs: Sequence[ConfigResult]) -> Conclusion | None:
+    peaks = [(max((s.get("envoy_memory_bytes") or 0.0 for s in c.steps), default=0.0), c) for c in configs]
+    peaks = [(peak, c) for peak, c in peaks if peak > 0]
+    if not peaks:
+        return None
+    peak, config = max(peaks, key=lambda pair: pair[0])
+    limit = _memory_limit(config)
+    share = f", {peak / limit:.0%} of its {config.envoy.memory} limit" if limit else ""
+    figure = f"peak working set {fmt.mebibytes(peak)} ({config.label}){share}"
+    if limit and peak / limit >= MEMORY_NOTABLE:
+        return Conclusion("Envoy's memory came close to its limit: raise the memory limit before sizing CPU.", figure)
+    return Conclusion("Memory does not constrain Envoy at these loads; CPU is the resource to size.", figure)
+
+
+def conclusions(summary: RunSummary, fit: Fit | None, points: Sequence[KneePoint]) -> list[Conclusion]:
+    """The run's findings, most important first; each backed by the figure it carries."""
+    threshold = summary.threshold
+    configs = [c for c in summary.configs if c.steps]
+    steps = [s for c in configs for s in c.steps]
+    found: list[Conclusion | None] = [_knee_status(summary, threshold)]
+    if fit is not None:
+        found += [_linearity(fit), _scaling(fit)]
+    elif len(points) == 1:
+        point = points[0]
+        found.append(Conclusion(
+            f"One knee: {point.rps_per_core:,.0f} RPS per core at {fmt.cpu(point.cpu_cores)}; sweep a second CPU "
+            "limit for a sizing rule.",
+            f"knee {point.rps:,.0f} RPS at {fmt.cpu(point.cpu_cores)}", "knee_vs_cores",
+        ))  # fmt: skip
+    found += [_latency(configs, threshold), _failures(steps), _agreement(steps), _generator(steps)]
+    found.append(_memory(configs))
+    return [c for c in found if c is not None]

@@ -1,0 +1,250 @@
+"""Sizing guidance, pure: a least-squares line through the knees (RPS against Envoy cores) and what it implies.
+
+The fit's slope is the RPS each added Envoy core buys at the knee (90% CPU); `recommend` inverts it for a
+target RPS with headroom: cores = (target x (1 + headroom) - intercept) / slope, rounded up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from runner.errors import UsageError
+from runner.quantities import format_cpu, format_memory
+from runner.report import formatting as fmt
+from runner.results import RunSummary
+
+__all__ = [
+    "DEFAULT_HEADROOM",
+    "Fit",
+    "KneePoint",
+    "Recommendation",
+    "check_request",
+    "example_targets",
+    "fit_knees",
+    "format_recommendation",
+    "knee_points",
+    "recommend",
+    "require_fit",
+]
+
+DEFAULT_HEADROOM = 0.3
+CPU_STEP_CORES = 0.1  # requests are rounded up to 100m
+MEMORY_STEP_BYTES = 64 * 2**20  # and to 64Mi
+LINEAR_R_SQUARED = 0.95  # at or above: knee RPS is called linear in cores
+SWEEP_HINT = "sweep two or more Envoy CPU limits, e.g. make sweep ENVOY_CPUS=0.15,0.3"
+
+
+@dataclass(frozen=True)
+class KneePoint:
+    """One configuration's valid knee, and the most memory Envoy used in that configuration."""
+
+    label: str
+    cpu_cores: float
+    rps: float
+    peak_memory_bytes: float
+    peak_rps: float
+
+    @property
+    def rps_per_core(self) -> float:
+        return self.rps / self.cpu_cores
+
+
+@dataclass(frozen=True)
+class Fit:
+    """knee RPS = slope x cores + intercept, by least squares over `points`."""
+
+    slope: float
+    intercept: float
+    r_squared: float
+    points: tuple[KneePoint, ...]
+
+    @property
+    def cores_range(self) -> tuple[float, float]:
+        cores = [p.cpu_cores for p in self.points]
+        return min(cores), max(cores)
+
+    @property
+    def rps_range(self) -> tuple[float, float]:
+        knees = [p.rps for p in self.points]
+        return min(knees), max(knees)
+
+    def rps_at(self, cores: float) -> float:
+        return self.slope * cores + self.intercept
+
+    def equation(self) -> str:
+        """ "knee RPS = 8,534 x cores - 756" """
+        sign = "-" if self.intercept < 0 else "+"
+        return f"knee RPS = {self.slope:,.0f} x cores {sign} {abs(self.intercept):,.0f}"
+
+    def describe(self) -> str:
+        """ "knee RPS = 8,534 x cores - 756 (R^2 1.000, 2 knees at 150m-300m)" """
+        low, high = self.cores_range
+        knees = f"{len(self.points)} knees at {fmt.cpu(low)}-{fmt.cpu(high)}"
+        return f"{self.equation()} (R^2 {self.r_squared:.3f}, {knees})"
+
+    def caveats(self) -> list[str]:
+        """What limits trust in the line, each with what to do."""
+        notes = []
+        if self.slope <= 0:
+            notes.append(
+                f"knee RPS does not grow with Envoy cores (slope {self.slope:,.0f} RPS per core): "
+                "something other than Envoy's CPU limited the run; check the configurations' status and reason"
+            )
+        if len(self.points) == 2:
+            notes.append("two knees fit any line exactly (R^2 = 1): sweep a third CPU limit to check it is straight")
+        elif self.r_squared < LINEAR_R_SQUARED:
+            notes.append(
+                f"knee RPS is not linear in Envoy cores (R^2 {self.r_squared:.2f}): trust recommendations only "
+                "near the measured limits"
+            )
+        return notes
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Envoy resources to request for `target_rps`, sized so the knee sits `headroom` above it."""
+
+    target_rps: float
+    headroom: float
+    required_rps: float
+    cores_exact: float
+    cpu_cores: float
+    memory_bytes: int | None
+    peak_memory_bytes: float
+    fit: Fit
+    warnings: tuple[str, ...]
+
+    @property
+    def extrapolated(self) -> bool:
+        low, high = self.fit.cores_range
+        return not low <= self.cores_exact <= high
+
+    @property
+    def cpu(self) -> str:
+        return format_cpu(self.cpu_cores)
+
+    @property
+    def memory(self) -> str:
+        return format_memory(self.memory_bytes) if self.memory_bytes else "-"
+
+
+def knee_points(summary: RunSummary) -> list[KneePoint]:
+    """Configurations that ended `saturated` with a knee: the only knees sizing may use."""
+    points = []
+    for config in summary.configs:
+        if config.status != "saturated" or config.knee is None:
+            continue
+        memory = max((s.get("envoy_memory_bytes") or 0.0 for s in config.steps), default=0.0)
+        peak_rps = max((s.get("rps") or 0.0 for s in config.steps), default=0.0)
+        points.append(KneePoint(config.label, config.envoy.cpu, config.knee.rps, memory, peak_rps))
+    return points
+
+
+def fit_knees(points: Sequence[KneePoint]) -> Fit | None:
+    """The least-squares line through the knees; None when they sit at fewer than two CPU limits."""
+    if len({p.cpu_cores for p in points}) < 2:
+        return None
+    n = len(points)
+    mean_x = sum(p.cpu_cores for p in points) / n
+    mean_y = sum(p.rps for p in points) / n
+    sxx = sum((p.cpu_cores - mean_x) ** 2 for p in points)
+    sxy = sum((p.cpu_cores - mean_x) * (p.rps - mean_y) for p in points)
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    ss_res = sum((p.rps - (slope * p.cpu_cores + intercept)) ** 2 for p in points)
+    ss_tot = sum((p.rps - mean_y) ** 2 for p in points)
+    r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return Fit(slope, intercept, r_squared, tuple(sorted(points, key=lambda p: p.cpu_cores)))
+
+
+def require_fit(summary: RunSummary) -> Fit:
+    """The run's fit, or a UsageError saying why there is none and what to run instead."""
+    points = knee_points(summary)
+    if not points:
+        why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in summary.configs)
+        raise UsageError(f"run {summary.run_id} has no valid knee ({why or 'no configuration'})", SWEEP_HINT)
+    fit = fit_knees(points)
+    if fit is None:
+        at = ", ".join(fmt.cpu(c) for c in sorted({p.cpu_cores for p in points}))
+        raise UsageError(
+            f"run {summary.run_id} has valid knees at only one Envoy CPU limit ({at}); a fit needs two or more",
+            SWEEP_HINT,
+        )
+    return fit
+
+
+def _round_up(value: float, step: float) -> float:
+    return math.ceil(round(value / step, 9)) * step
+
+
+def check_request(target_rps: float, headroom: float) -> None:
+    """UsageError for a target or headroom that means nothing: not positive, negative, not finite."""
+    if not math.isfinite(target_rps) or target_rps <= 0:
+        raise UsageError(f"--target-rps must be a positive number of requests per second, got {target_rps:g}",
+                         "e.g. --target-rps 5000")  # fmt: skip
+    if not math.isfinite(headroom) or headroom < 0:
+        raise UsageError(f"--headroom must be 0 or more, got {headroom:g}", "0.3 puts the knee 30% above the target")
+
+
+def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -> Recommendation:
+    """Cores and memory for `target_rps` with `headroom` (0.3: the knee 30% above the target)."""
+    check_request(target_rps, headroom)
+    if fit.slope <= 0:
+        raise UsageError(fit.caveats()[0])
+    required = target_rps * (1 + headroom)
+    exact = (required - fit.intercept) / fit.slope
+    cores = round(_round_up(max(exact, CPU_STEP_CORES), CPU_STEP_CORES), 3)
+    peak_memory = max(p.peak_memory_bytes for p in fit.points)
+    memory = int(_round_up(peak_memory * (1 + headroom), MEMORY_STEP_BYTES)) if peak_memory > 0 else None
+    warnings = list(fit.caveats())
+    low, high = fit.cores_range
+    if not low <= exact <= high:
+        knee_low, knee_high = fit.rps_range
+        warnings.append(
+            f"extrapolated: {required:,.0f} RPS needs {exact:.2f} cores, outside the measured "
+            f"{fmt.cpu(low)}-{fmt.cpu(high)} ({knee_low:,.0f}-{knee_high:,.0f} knee RPS); "
+            f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)}"
+        )
+    peak_rps = max(p.peak_rps for p in fit.points)
+    if memory is not None and required > peak_rps:
+        warnings.append(
+            f"memory measured up to {peak_rps:,.0f} RPS only; Envoy's working set grows with connections, "
+            "so watch it at the target load"
+        )
+    return Recommendation(target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings))
+
+
+def format_recommendation(rec: Recommendation, run_id: str) -> str:
+    """What `gateway-sizer recommend` prints: the resources, how they were reached, and every warning."""
+    if rec.memory_bytes is not None:
+        memory = (f"{rec.memory:<7} (peak working set {fmt.mebibytes(rec.peak_memory_bytes)}, +{rec.headroom:.0%}, "
+                  f"rounded up to {format_memory(MEMORY_STEP_BYTES)})")  # fmt: skip
+    else:
+        memory = "not measured in this run: keep the limit it ran with"
+    knee = f"a knee at {rec.required_rps:,.0f} RPS"
+    lines = [
+        f"Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom ({knee}):",
+        f"  cpu:     {rec.cpu:<7} ({rec.cores_exact:.3f} cores by the fit, rounded up to {format_cpu(CPU_STEP_CORES)})",
+        f"  memory:  {memory}",
+    ]
+    if rec.memory_bytes is not None:
+        lines.append(f"  resources: requests = limits = {{cpu: {rec.cpu}, memory: {rec.memory}}}")
+    lines.append(f"fit: {rec.fit.describe()}, run {run_id}")
+    lines += [f"warning: {w}" for w in rec.warnings]
+    return "\n".join(lines)
+
+
+def example_targets(fit: Fit, count: int = 4) -> list[float]:
+    """Round target RPS (1-2-5 series) from the smallest measured knee upwards, for the report's sizing table."""
+    low = max(fit.rps_range[0], 1.0)
+    exponent = math.floor(math.log10(low))
+    targets: list[float] = []
+    while len(targets) < count:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exponent
+            if value >= low and len(targets) < count:
+                targets.append(value)
+        exponent += 1
+    return targets

@@ -1,0 +1,77 @@
+"""Per-step analysis sentences and the run's conclusions: each from the numbers, none the data cannot back."""
+
+from __future__ import annotations
+
+from report_data import fixture_summary
+
+from runner.report.analysis import conclusions, step_analysis
+from runner.report.sizing import KneePoint, fit_knees, knee_points
+
+
+def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> dict:
+    return {"index": 0, "users": users, "target_rps": None, "rps": users * 100.0, "cpu_utilization_mean": mean,
+            "p95_ms": p95, "fail_ratio": fail_ratio, "failures": failures}  # fmt: skip
+
+
+def test_step_sentences_follow_utilization_like_the_reference_report():
+    light = _step(0.58, users=4)
+    steps = [light]
+    assert step_analysis(light, steps, 0.9).startswith("Resources not fully used (42% of the CPU limit idle)")
+    assert step_analysis(_step(0.80), steps, 0.9).startswith("Approaching full load (20% idle)")
+    assert step_analysis(_step(0.90), steps, 0.9).startswith("At the limit: CPU at 90%, past the 90% threshold")
+    assert step_analysis(_step(0.749), steps, 0.9).startswith("Resources not fully used")
+
+
+def test_latency_and_failures_are_named_only_when_they_matter():
+    steps = [_step(0.5, p95=2.0, users=4)]
+    assert "15x the lightest step's (30 ms vs 2 ms)" in step_analysis(_step(0.95, p95=30.0), steps, 0.9)
+    assert "latency" not in step_analysis(_step(0.95, p95=6.0), steps, 0.9)  # 3x but only 4 ms more
+    assert "2.0% of requests failed" in step_analysis(_step(0.5, fail_ratio=0.02, failures=20), steps, 0.9)
+    assert "3 failed request(s)" in step_analysis(_step(0.5, fail_ratio=0.001, failures=3), steps, 0.9)
+
+
+def _texts(summary, points=None) -> list[str]:
+    points = knee_points(summary) if points is None else points
+    return [c.text for c in conclusions(summary, fit_knees(points), points)]
+
+
+def test_conclusions_of_the_real_run_carry_their_figures():
+    summary = fixture_summary()
+    found = conclusions(summary, fit_knees(knee_points(summary)), knee_points(summary))
+    by_start = {c.text.split(" ")[0]: c for c in found}
+    assert by_start["Every"].figure == "2 of 2 configurations saturated"
+    assert "two knees cannot show whether the growth is linear" in by_start["Each"].text
+    assert by_start["Each"].plot == "knee_vs_cores"
+    assert "3.44x for 2.00x the cores" in by_start["Knee"].text
+    assert by_start["Knee"].figure == "RPS per core: 3,495 at 150m, 6,014 at 300m; intercept -756 RPS"
+    latency = "worst p95 below -> at/above the threshold: 150m: 4 ms -> 30 ms; 300m: 37 ms -> 56 ms"
+    assert by_start["Latency"].figure == latency
+    assert by_start["No"].figure == "0 of 93,602 requests in 13 steps"
+    assert by_start["Locust"].text == "Locust and Envoy counted the same load within 0.6% at every step."
+    assert by_start["The"].figure == "busiest Locust worker at 30% CPU"
+    assert "8% of its 256Mi limit" in by_start["Memory"].figure
+
+
+def test_linearity_is_claimed_only_with_three_or_more_knees_on_a_line():
+    summary = fixture_summary()
+    assert not any("decides throughput" in t for t in _texts(summary))
+    mib = 2**20
+    line = [KneePoint(f"{c}", c, 1000 * c, 20 * mib, 1000 * c) for c in (1, 2, 3)]
+    linear = "Envoy's CPU limit decides throughput: each added core adds 1,000 RPS"
+    assert any(t.startswith(linear) for t in _texts(summary, line))
+    bent = [KneePoint(f"{c}", c, r, 20 * mib, r) for c, r in ((1, 1000), (2, 3000), (3, 3100), (4, 3000))]
+    assert any("not proportional" in t for t in _texts(summary, bent))
+
+
+def test_troubles_in_the_data_become_conclusions():
+    summary = fixture_summary()
+    step = summary.configs[1].steps[-1]
+    step.update(generator_cpu_max=0.97, failures=300, fail_ratio=300 / step["requests"], envoy_rps=step["rps"] * 1.2)
+    summary.configs[1].status = "invalid"
+    summary.configs[1].reason = "add Locust workers: generator at 97% CPU"
+    texts = _texts(summary)
+    assert "1 configuration(s) have no valid knee and are left out of the sizing." in texts
+    assert any(t.startswith("A Locust worker reached 97% CPU") and "add Locust workers" in t for t in texts)
+    assert any(t.startswith("0.32% of requests failed") for t in texts), texts
+    assert any(t.startswith("Locust's and Envoy's RPS differ by up to 17%") for t in texts), texts
+    assert any(t.startswith("One knee: 3,495 RPS per core at 150m") for t in texts)
