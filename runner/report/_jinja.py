@@ -1,0 +1,40 @@
+"""The Jinja environment both text renderers share: templates from this package, number filters."""
+
+from __future__ import annotations
+
+import re
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from runner.report import formatting as fmt
+
+
+def _md_cell(value: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _slug(title: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+
+
+def _pretty(text: str) -> str:
+    """Typographic forms for HTML of what the terminal writes in ASCII: a times sign, R squared, an arrow."""
+    return text.replace(" x ", " \u00d7 ").replace("R^2", "R\u00b2").replace(" -> ", " \u2192 ")
+
+
+def environment(*, autoescape: bool) -> Environment:
+    env = Environment(
+        loader=PackageLoader("runner.report", "templates"),
+        autoescape=autoescape,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        rps=fmt.rps, pct=fmt.percent, ms=fmt.ms, cpu=fmt.cpu, mib=fmt.mebibytes, signed_pct=fmt.signed_percent,
+        cell=_md_cell, slug=_slug, pretty=_pretty,
+    )  # fmt: skip
+    return env

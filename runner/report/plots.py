@@ -1,0 +1,192 @@
+"""The report's plots as PNG bytes, drawn with matplotlib's Agg canvas (no display, no pyplot state)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from runner.report.model import ConfigSection, Report
+
+__all__ = ["Plot", "render_plots"]
+
+SIZE_IN = (6.4, 3.8)
+DPI = 120
+FONT_PT = 10.5
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+GRID = {"color": "#dddddd", "linewidth": 0.6}
+_PERCENTILE_STYLES: dict[str, dict] = {
+    "p50": {"linestyle": "--", "linewidth": 1.0, "alpha": 0.6},
+    "p95": {"linestyle": "-", "linewidth": 1.6, "marker": "o"},
+    "p99": {"linestyle": ":", "linewidth": 1.4},
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure: `name` is its file stem (plots/<name>.png) and its anchor in the HTML."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+def _png(draw: Callable[[Axes], None]) -> bytes:
+    with matplotlib.rc_context({"font.size": FONT_PT}):
+        figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        FigureCanvasAgg(figure)
+        axes = figure.subplots()
+        axes.grid(True, **GRID)
+        axes.spines[["top", "right"]].set_visible(False)
+        draw(axes)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _color(index: int) -> str:
+    return COLORS[index % len(COLORS)]
+
+
+def _legend_labels(sections: Sequence[ConfigSection]) -> list[str]:
+    """Each configuration's label without the parts all of them share: "150m CPU" rather than the full label."""
+    parts = [re.split(r", | / ", s.label.removeprefix("Envoy ")) for s in sections]
+    varying = [i for i in range(max(map(len, parts), default=0)) if len({tuple(p[i : i + 1]) for p in parts}) > 1]
+    return [", ".join(p[i] for i in (varying or [0]) if i < len(p)) for p in parts]
+
+
+def _ms(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def _knee_vs_cores(report: Report) -> Plot | None:
+    if not report.points:
+        return None
+    fit = report.fit
+
+    def draw(ax: Axes) -> None:
+        cores = [p.cpu_cores for p in report.points]
+        ax.scatter(cores, [p.rps for p in report.points], s=60, color=COLORS[0], zorder=3, label="measured knee")
+        for p in report.points:
+            ax.annotate(f"{p.rps:,.0f}", (p.cpu_cores, p.rps), textcoords="offset points", xytext=(8, -12))
+        top = max(cores) * 1.15
+        if fit is not None:
+            low = max(0.0, -fit.intercept / fit.slope) if fit.slope > 0 and fit.intercept < 0 else 0.0
+            xs = [low, top]
+            ax.plot(xs, [fit.rps_at(x) for x in xs], "--", color=COLORS[1],
+                    label=f"fit: {fit.slope:,.0f} RPS/core, R² {fit.r_squared:.3f}")  # fmt: skip
+        ax.set_xlim(0, top)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Envoy CPU limit (cores)")
+        ax.set_ylabel(f"knee RPS (at {report.threshold:.0%} CPU)")
+        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper left", frameon=False)
+
+    caption = fit.describe() if fit is not None else (report.no_fit_reason or "")
+    return Plot("knee_vs_cores", "Knee RPS vs Envoy cores", caption, _png(draw))
+
+
+def _rps_vs_users(report: Report) -> Plot | None:
+    if not report.configs:
+        return None
+
+    labels = _legend_labels(report.configs)
+
+    def draw(ax: Axes) -> None:
+        for i, section in enumerate(report.configs):
+            ax.plot([r.users for r in section.rows], [r.rps for r in section.rows], "o-", color=_color(i),
+                    label=labels[i])  # fmt: skip
+            if section.knee_rps is not None and section.knee_users is not None:
+                ax.plot(section.knee_users, section.knee_rps, "*", ms=14, color=_color(i), markeredgecolor="black")
+        ax.set_xlabel("concurrent users")
+        ax.set_ylabel("throughput (RPS, Locust)")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper left", frameon=False, fontsize="small")
+
+    return Plot("rps_vs_users", "Throughput vs users", "Star: the knee of each configuration.", _png(draw))
+
+
+def _cpu_vs_rps(report: Report) -> Plot | None:
+    if not report.configs:
+        return None
+
+    labels = _legend_labels(report.configs)
+
+    def draw(ax: Axes) -> None:
+        for i, section in enumerate(report.configs):
+            rows = sorted(section.rows, key=lambda r: r.rps)
+            means = [r.cpu_mean * 100 for r in rows]
+            spread = [[(r.cpu_mean - r.cpu_min) * 100 for r in rows], [(r.cpu_max - r.cpu_mean) * 100 for r in rows]]
+            ax.errorbar([r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i),
+                        label=labels[i])  # fmt: skip
+            if section.knee_rps is not None:
+                ax.plot(section.knee_rps, report.threshold * 100, "*", ms=14, color=_color(i), markeredgecolor="black")
+        ax.axhline(report.threshold * 100, color="black", linestyle=":", linewidth=1.2)
+        ax.annotate(f"{report.threshold:.0%} threshold", (0, report.threshold * 100),
+                    xycoords=("axes fraction", "data"), xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        ax.set_xlabel("throughput (RPS, Locust)")
+        ax.set_ylabel("Envoy CPU utilization (% of limit)")
+        ax.set_xlim(left=0)
+        ax.set_ylim(0, max(105.0, *(r.cpu_max * 100 + 3 for s in report.configs for r in s.rows)))
+        ax.xaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="lower right", frameon=False, fontsize="small")
+
+    caption = "Mean over each window, bars from min to max; star: the interpolated knee."
+    return Plot("cpu_vs_rps", "CPU utilization vs RPS", caption, _png(draw))
+
+
+def _latency_vs_rps(report: Report) -> Plot | None:
+    sections = [s for s in report.configs if any(r.p95_ms is not None for r in s.rows)]
+    if not sections:
+        return None
+
+    labels = _legend_labels(sections)
+
+    def draw(ax: Axes) -> None:
+        worst = 1.0
+        for i, section in enumerate(sections):
+            rows = sorted((r for r in section.rows if r.p95_ms is not None), key=lambda r: r.rps)
+            worst = max(worst, *(v for r in rows for v in (r.p95_ms, r.p99_ms) if v is not None))
+            xs = [r.rps for r in rows]
+            for style, values in ((_PERCENTILE_STYLES["p95"], [r.p95_ms for r in rows]),
+                                  (_PERCENTILE_STYLES["p99"], [r.p99_ms for r in rows]),
+                                  (_PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows])):  # fmt: skip
+                ax.plot(xs, [_ms(v) for v in values], color=_color(i), **style)
+            if section.knee_rps is not None:
+                ax.axvline(section.knee_rps, color=_color(i), linewidth=0.8, alpha=0.6)
+        ax.set_yscale("log")
+        ax.set_ylim(top=worst * 8)  # a band above the data for the two legends
+        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.set_xlabel("throughput (RPS, Locust)")
+        ax.set_ylabel("latency (ms, log scale)")
+        ax.set_xlim(left=0)
+        ax.xaxis.set_major_formatter("{x:,.0f}")
+        configs = [Line2D([], [], color=_color(i), marker="o", label=label) for i, label in enumerate(labels)]
+        styles = [Line2D([], [], color="#555555", label=name, **{k: v for k, v in style.items() if k != "marker"})
+                  for name, style in _PERCENTILE_STYLES.items()]  # fmt: skip
+        ax.add_artist(ax.legend(handles=configs, loc="upper left", frameon=False, fontsize="small"))
+        ax.legend(handles=styles, loc="upper right", frameon=False, fontsize="small", ncol=3)
+
+    caption = "Color: configuration; vertical lines at each knee."
+    return Plot("latency_vs_rps", "Latency percentiles vs RPS", caption, _png(draw))
+
+
+def render_plots(report: Report) -> list[Plot]:
+    """Every plot the data supports, in reading order."""
+    made = (make(report) for make in (_knee_vs_cores, _cpu_vs_rps, _rps_vs_users, _latency_vs_rps))
+    return [plot for plot in made if plot is not None]

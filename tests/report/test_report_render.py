@@ -1,0 +1,122 @@
+"""report.md, report.html and the plots, rendered from a real run's summary.json."""
+
+from __future__ import annotations
+
+import io
+import re
+from html.parser import HTMLParser
+
+from PIL import Image
+from report_data import FIXTURE_RUN, fixture_summary
+
+from runner.report import read_scenario, render_files
+from runner.report.model import build_report
+from runner.results import RunSummary
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class _Tags(HTMLParser):
+    """Counts tags and collects every URL the page would load or link to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: dict[str, int] = {}
+        self.urls: list[str] = []
+        self.table_ids: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        values = dict(attrs)
+        self.urls += [v for k, v in attrs if k in ("src", "href") and v]
+        if tag == "table":
+            self.table_ids.append(values.get("id") or values.get("class") or "")
+
+
+def _render(summary: RunSummary | None = None) -> dict[str, bytes]:
+    return render_files(summary or fixture_summary(), read_scenario(FIXTURE_RUN))
+
+
+def test_markdown_has_the_answer_first_then_the_reference_tables():
+    md = _render()["report.md"].decode()
+    sizing, knees, conclusions = md.index("## Sizing"), md.index("## Knees"), md.index("## Conclusions")
+    assert sizing < knees < conclusions < md.index("## Results per configuration") < md.index("## Test environment")
+    assert "- **8,534 RPS per added Envoy core** at the knee: knee RPS = 8,534 x cores - 756" in md
+    assert "**Sizing rule:** Envoy cores = (target RPS x 1.3 + 756) / 8,534, rounded up to 100m" in md
+    assert "| 5,000 | 6,500 | 900m | 64Mi | extrapolated beyond the measured knees |" in md
+    assert "| 150m | 256Mi | 1 | 1 | 524 | 3,495 | 27.0 | saturated |  |" in md
+    assert "| 300m | 256Mi | 1 | 1 | 1,804 | 6,014 | 90.9 | saturated |  |" in md
+    # one reference-style table per configuration, rows ordered by offered load, CPU as min-max
+    assert md.count("| Step | Users | Offered RPS | RPS | CPU utilization | p95 | Failures | Analysis |") == 2
+    assert (
+        "| 4 | 37 | 730 | 730 | 99%-100% | 30 ms | 0.0% | At the limit: CPU at 99%, past the 90% threshold; "
+        "this limit's maximum throughput. p95 latency 15x the lightest step's (30 ms vs 2 ms). |"
+    ) in md
+    assert md.index("| 1 | 8 | 150 | 150 | 47%-50%") < md.index("| 6 | 28 | 542 |") < md.index("| 5 | 30 | 588 |")
+    assert "| Envoy | Gateway data plane: the system under test | 1.40.0; CPU limits 150m, 300m; memory 256Mi" in md
+    assert "| Locust | Load generator | 2.47.0; 1 master + 2 worker(s); fasthttp client; open-loop target RPS" in md
+    assert "| Host | Machine that ran the sweep | AMD EPYC, 2 cores, 23.5 GiB, Linux 6.18.44-fc-v657, cgroup v1" in md
+    assert "make sweep SCENARIO=local ENVOY_CPUS=0.15,0.3" in md
+    assert "Contour |" not in md.split("## Knees")[1].split("\n\n")[1]  # no Contour column when none was set
+
+
+def test_every_plot_is_a_png_the_markdown_links_and_the_html_embeds():
+    files = _render()
+    plots = sorted(name for name in files if name.startswith("plots/"))
+    assert plots == ["plots/cpu_vs_rps.png", "plots/knee_vs_cores.png", "plots/latency_vs_rps.png",
+                     "plots/rps_vs_users.png"]  # fmt: skip
+    md, html = files["report.md"].decode(), files["report.html"].decode()
+    for name in plots:
+        assert files[name].startswith(PNG)
+        width, height = Image.open(io.BytesIO(files[name])).size
+        assert width >= 600 and height >= 350
+        assert f"]({name})" in md
+    assert html.count('src="data:image/png;base64,') == len(plots)
+
+
+def test_html_is_self_contained_and_holds_every_table():
+    page = _Tags()
+    page.feed(_render()["report.html"].decode())
+    external = [u for u in page.urls if not u.startswith(("data:", "#"))]
+    assert external == []
+    assert page.tags.get("script") is None and page.tags.get("link") == 1  # the inline data: favicon only
+    assert page.table_ids == ["knee-table", "examples-table", "steps", "steps", "environment-table", "run-table"]
+    assert page.tags["img"] == 4
+
+
+def test_status_and_reason_are_rendered_whatever_they_are():
+    summary = fixture_summary()
+    summary.configs[1].status = "invalid"
+    summary.configs[1].reason = "add Locust workers: generator at 97% CPU <b>|</b>"
+    files = _render(summary)
+    md, html = files["report.md"].decode(), files["report.html"].decode()
+    assert "| 300m | 256Mi | 1 | 1 | - | - | - | invalid | add Locust workers: generator at 97% CPU <b>\\|</b> |" in md
+    assert "No sizing rule: valid knees at one Envoy CPU limit only (150m)" in md
+    status = '<span class="status status-invalid">invalid</span>'
+    assert f"{status}: add Locust workers: generator at 97% CPU &lt;b&gt;|" in html
+    assert 'class="nofit"' in html and 'id="rps-per-core"' not in html
+    assert "plots/knee_vs_cores.png" in files  # one knee is still plotted
+
+
+def test_an_interrupted_run_reports_what_finished():
+    summary = fixture_summary()
+    summary.status, summary.reason, summary.finished_at = "interrupted", "stopped by Ctrl-C or SIGTERM", None
+    summary.configs[1].status, summary.configs[1].knee = "running", None
+    report = build_report(summary)
+    assert report.notes == ("The run is interrupted (stopped by Ctrl-C or SIGTERM): this report covers the "
+                            "configurations that finished.",)  # fmt: skip
+    md = render_files(summary)["report.md"].decode()
+    assert "| 300m | 256Mi | 1 | 1 | - | - | - | running |  |" in md
+    assert "Duration | - |" in md
+
+
+def test_the_baseline_seam_renders_when_a_run_carries_one():
+    from dataclasses import replace
+
+    from runner.report.html import render_html
+    from runner.report.markdown import render_markdown
+    from runner.report.model import Baseline
+
+    report = replace(build_report(fixture_summary()), baseline=Baseline(40000, 33000, "nginx direct, same generator"))
+    assert "(82% of direct)" in render_markdown(report, [])
+    assert re.search(r"<b>82%</b> of direct", render_html(report, []))
