@@ -73,6 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep.run()
     finally:
         observer.summary(store.summary, str(store.run_dir))
+        _report_after_sweep(store.run_dir, store.summary)
     return 0
 
 
@@ -133,6 +134,96 @@ def cmd_testbed_down(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_REGRESSION = 1
+
+
+def _number(text: str, flag: str, example: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"{flag} must be a number, got {text!r}", f"e.g. {flag} {example}") from None
+
+
+def _write_report(run_dir: Path, summary) -> None:
+    """report.md, report.html and plots/*.png into the run directory, each replaced atomically."""
+    from runner.report import read_scenario, render_files
+
+    for name, content in render_files(summary, read_scenario(run_dir)).items():
+        path = run_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, path)
+
+
+def _report_after_sweep(run_dir: Path, summary) -> None:
+    """The report at the end of a sweep, also one that ended early; a failing report never hides the sweep's end."""
+    if not any(config.finished for config in summary.configs):
+        return
+    try:
+        _write_report(run_dir, summary)
+    except Exception as error:
+        print(f"gateway-sizer: report not written ({type(error).__name__}: {error}): "
+              f"run `gateway-sizer report {run_dir}`", file=sys.stderr)  # fmt: skip
+        return
+    print(f"Report: {run_dir / 'report.html'}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from runner.results import load_summary, resolve_run
+
+    run_dir = resolve_run(args.run)
+    summary = load_summary(run_dir)
+    if not any(config.steps for config in summary.configs):
+        raise UsageError(f"run {summary.run_id} has no measured step yet", "report on a run that measured something")
+    _write_report(run_dir, summary)
+    print(f"wrote {run_dir / 'report.md'}")
+    print(f"wrote {run_dir / 'report.html'}")
+    return 0
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
+    from runner.results import load_summary, resolve_run
+
+    target = _number(args.target_rps, "--target-rps", "5000")
+    headroom = _number(args.headroom, "--headroom", "0.3")
+    check_request(target, headroom)
+    summary = load_summary(resolve_run(args.run))
+    print(format_recommendation(recommend(require_fit(summary), target, headroom), summary.run_id))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from runner.report.compare import compare_runs, format_comparison
+    from runner.results import load_summary, resolve_run
+
+    threshold = _number(args.threshold_pct, "--threshold-pct", "5")
+    runs = [load_summary(resolve_run(name)) for name in (args.run_a, args.run_b)]
+    comparison = compare_runs(*runs, threshold_pct=threshold)
+    print(format_comparison(comparison))
+    return EXIT_REGRESSION if comparison.regressions else 0
+
+
+def _report_commands(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="write report.md and report.html (with plots) into a run directory")
+    report.add_argument("run", nargs="?", metavar="RUN", help="run directory or id (default: results/latest)")
+    report.set_defaults(func=cmd_report)
+
+    recommend = commands.add_parser("recommend", help="Envoy CPU and memory to request for a target RPS")
+    recommend.add_argument("--target-rps", required=True, metavar="N", help="requests per second to serve")
+    recommend.add_argument("--headroom", default="0.3", help="the knee this far above the target (default 0.3)")
+    recommend.add_argument("--run", metavar="RUN", help="run whose knees to fit (default: results/latest)")
+    recommend.set_defaults(func=cmd_recommend)
+
+    compare = commands.add_parser("compare", help="two runs' knees side by side; exit 1 on a regression")
+    compare.add_argument("run_a", metavar="RUN_A", help="the reference run (directory or id)")
+    compare.add_argument("run_b", metavar="RUN_B", help="the run to check against it")
+    compare.add_argument("--threshold-pct", default="5", metavar="PCT",
+                         help="a knee lower by more than this percentage is a regression (default 5)")  # fmt: skip
+    compare.set_defaults(func=cmd_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -159,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     down = actions.add_parser("down", help="stop the test bed and remove what crashed runs left behind")
     down.add_argument("--all", action="store_true", help="also stop test beds of runs still going")
     down.set_defaults(func=cmd_testbed_down)
+    _report_commands(commands)
     return parser
 
 

@@ -1,0 +1,113 @@
+"""`report`, `recommend` and `compare` as a user runs them: files, output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_sizer
+from report_data import copy_run, fixture_summary
+
+from runner import cli
+
+
+def _one_clear_line(result, *fragments: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_report_writes_markdown_html_and_plots_into_the_run(tmp_path: Path):
+    run_dir = copy_run(tmp_path)
+    result = run_sizer("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"wrote {run_dir / 'report.md'}", f"wrote {run_dir / 'report.html'}"]
+    assert (run_dir / "report.md").read_text().startswith("# Envoy gateway sizing report")
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == [
+        "cpu_vs_rps.png", "knee_vs_cores.png", "latency_vs_rps.png", "rps_vs_users.png"]  # fmt: skip
+    assert not list(run_dir.rglob(".*.tmp"))
+
+
+def test_report_on_a_folder_that_is_not_a_run(tmp_path: Path):
+    _one_clear_line(run_sizer("report", str(tmp_path)), "no run found", "make sweep")
+
+
+def test_recommend_prints_cores_memory_and_the_fit(tmp_path: Path):
+    result = run_sizer("recommend", "--target-rps", "5000", "--run", str(copy_run(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Envoy for 5,000 RPS with 30% headroom (a knee at 6,500 RPS):"
+    assert lines[1].split() == ["cpu:", "900m", "(0.850", "cores", "by", "the", "fit,", "rounded", "up", "to", "100m)"]
+    assert lines[2].split()[:2] == ["memory:", "64Mi"]
+    assert "fit: knee RPS = 8,534 x cores - 756 (R^2 1.000, 2 knees at 150m-300m)" in result.stdout
+    assert "warning: extrapolated: 6,500 RPS needs 0.85 cores" in result.stdout
+
+
+def test_recommend_headroom_changes_the_answer(tmp_path: Path):
+    result = run_sizer("recommend", "--target-rps", "1000", "--headroom", "0", "--run", str(copy_run(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "cpu:     300m" in result.stdout and "extrapolated" not in result.stdout  # (1000 + 756) / 8534 = 0.206
+
+
+def test_recommend_rejects_nonsense_in_one_line(tmp_path: Path):
+    run = str(copy_run(tmp_path))
+    _one_clear_line(run_sizer("recommend", "--target-rps", "-100", "--run", run), "positive", "--target-rps 5000")
+    _one_clear_line(run_sizer("recommend", "--target-rps", "lots", "--run", run), "must be a number, got 'lots'")
+    _one_clear_line(run_sizer("recommend", "--target-rps", "100", "--headroom", "-1", "--run", run), "--headroom")
+
+
+def test_recommend_needs_two_valid_knees(tmp_path: Path):
+    one = fixture_summary()
+    one.configs[1].status, one.configs[1].reason = "invalid", "add Locust workers: generator at 97% CPU"
+    _one_clear_line(run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "one"))),
+                    "only one Envoy CPU limit (150m)", "make sweep ENVOY_CPUS=")  # fmt: skip
+    one.configs[0].status = "failed"
+    _one_clear_line(run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "none"))),
+                    "has no valid knee", "generator at 97% CPU")  # fmt: skip
+
+
+def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):
+    a = copy_run(tmp_path, name="a")
+    same = run_sizer("compare", str(a), str(a))
+    assert same.returncode == 0, same.stderr
+    assert "no regression beyond -5%" in same.stdout
+    slower = fixture_summary()
+    slower.configs[1].knee.rps *= 0.92
+    b = copy_run(tmp_path, slower, "b")
+    result = run_sizer("compare", str(a), str(b))
+    assert result.returncode == 1, result.stderr
+    assert "1,804         1,660   -8.0%  regression" in result.stdout
+    assert run_sizer("compare", str(a), str(b), "--threshold-pct", "10").returncode == 0
+    _one_clear_line(run_sizer("compare", str(a), str(b), "--threshold-pct", "-2"), "--threshold-pct must be 0 or more")
+    _one_clear_line(run_sizer("compare", str(a), str(tmp_path / "nowhere")), "no run found")
+
+
+def test_a_sweep_that_ended_early_still_gets_its_report(tmp_path: Path, capsys):
+    summary = fixture_summary()
+    summary.status = "interrupted"
+    summary.configs[1].status, summary.configs[1].knee = "running", None
+    run_dir = copy_run(tmp_path, summary)
+    cli._report_after_sweep(run_dir, summary)
+    assert (run_dir / "report.html").is_file() and (run_dir / "report.md").is_file()
+    assert capsys.readouterr().out.strip() == f"Report: {run_dir / 'report.html'}"
+
+
+def test_no_report_before_any_configuration_finished(tmp_path: Path, capsys):
+    summary = fixture_summary()
+    for config in summary.configs:
+        config.status = "running"
+    run_dir = copy_run(tmp_path, summary)
+    cli._report_after_sweep(run_dir, summary)
+    assert not (run_dir / "report.html").exists()
+    assert capsys.readouterr().out == ""
+
+
+def test_a_failing_report_does_not_hide_the_sweep_outcome(tmp_path: Path, capsys):
+    summary = fixture_summary()
+    run_dir = copy_run(tmp_path, summary)
+    (run_dir / "plots").write_text("a file where the plots folder goes")
+    cli._report_after_sweep(run_dir, summary)  # must not raise
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gateway-sizer: report not written (")
+    assert f"run `gateway-sizer report {run_dir}`" in err[0]
