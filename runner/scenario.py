@@ -169,14 +169,19 @@ class PrometheusSpec(_Model):
 
 
 class KubernetesSpec(_Model):
-    """Cluster access and the Locust objects the kubernetes platform creates."""
+    """Cluster access and the Locust objects the kubernetes platform creates.
+
+    Unset image, pull policy and worker resources come from the optional ConfigMap
+    `gateway-sizer-defaults` in `namespace` (the one-machine cluster installs one), else from
+    locustio/locust:2.47.0, IfNotPresent and 1 CPU / 512Mi per worker.
+    """
 
     kubeconfig: str | None = None
     context: str | None = None
     namespace: str = "gateway-loadtest"
-    locust_image: str = "locustio/locust:2.47.0"
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    worker_resources: Resources = Resources(cpu_cores=1.0, memory_bytes=512 * 2**20)
+    locust_image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    worker_resources: Resources | None = None
     gateway_url: str = "http://envoy.projectcontour.svc.cluster.local"
     rollout_timeout_s: float = Field(default=180.0, gt=0, alias="rollout_timeout_seconds")
     keep_locust: bool = False

@@ -1,0 +1,116 @@
+"""Reaching a cluster: kubeconfig or in-cluster credentials, API clients, and the API server's proxy."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+
+import requests
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from runner.errors import PlatformError, UnreachableError, UsageError
+
+REQUEST_TIMEOUT_S = 10.0
+CLUSTER_HINT = "check KUBECONFIG (or kubernetes.kubeconfig in the scenario) and `kubectl cluster-info`"
+T = TypeVar("T")
+
+
+class NotFoundError(PlatformError):
+    """The API server answered 404."""
+
+
+@dataclass
+class Cluster:
+    """API clients for one cluster, and a requests session that carries the same credentials."""
+
+    api: client.ApiClient
+    core: client.CoreV1Api
+    apps: client.AppsV1Api
+    host: str
+
+    def session(self) -> requests.Session:
+        """An HTTP session authenticated like the API client (for service-proxy URLs)."""
+        cfg = self.api.configuration
+        session = requests.Session()
+        session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
+        if cfg.cert_file and cfg.key_file:
+            session.cert = (cfg.cert_file, cfg.key_file)
+        if cfg.refresh_api_key_hook is not None:
+            cfg.refresh_api_key_hook(cfg)
+        token = cfg.get_api_key_with_prefix("authorization")
+        if token:
+            session.headers["Authorization"] = token
+        return session
+
+    def service_proxy_url(self, namespace: str, service: str, port: int | str) -> str:
+        """The API server's proxy to a Service port: no Ingress or port-forward needed."""
+        return f"{self.host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy"
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+    """Load credentials (in-cluster when running in a pod without a kubeconfig) and check the API answers."""
+    cfg = client.Configuration()
+    try:
+        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and not os.environ.get("KUBECONFIG"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    except (ConfigException, FileNotFoundError, TypeError) as error:
+        raise UsageError(f"no usable Kubernetes credentials ({str(error).splitlines()[0]})", CLUSTER_HINT) from None
+    cfg.retries = 1
+    api = client.ApiClient(cfg)
+    cluster = Cluster(api, client.CoreV1Api(api), client.AppsV1Api(api), cfg.host.rstrip("/"))
+    with translate_errors("reach the Kubernetes API"):
+        client.VersionApi(api).get_code(_request_timeout=REQUEST_TIMEOUT_S)
+    return cluster
+
+
+@contextmanager
+def translate_errors(action: str) -> Iterator[None]:
+    """Turn client and network exceptions into one-line typed errors."""
+    try:
+        yield
+    except ApiException as error:
+        reason = _api_reason(error)
+        if error.status == 403:
+            raise UsageError(
+                f"forbidden to {action}: {reason}", "grant the RBAC in k8s/manifests/rbac to the account used"
+            ) from None
+        if error.status == 404:
+            raise NotFoundError(f"cannot {action}: not found ({reason})") from None
+        if error.status == 401:
+            raise UsageError(f"unauthorized to {action}: {reason}", CLUSTER_HINT) from None
+        raise PlatformError(f"cannot {action}: HTTP {error.status} {reason}") from None
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise UnreachableError(
+            f"Kubernetes API unreachable while trying to {action} ({type(error).__name__})", CLUSTER_HINT
+        ) from None
+
+
+def call(action: str, function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Call a client method with a timeout, translating its errors."""
+    with translate_errors(action):
+        return function(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+
+
+def exists(function: Callable[..., object], *args: object) -> bool:
+    """True when a read succeeds, False on 404; other errors are translated."""
+    try:
+        call("read an object", function, *args)
+    except NotFoundError:
+        return False
+    return True
+
+
+def _api_reason(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)

@@ -1,0 +1,187 @@
+"""The gateway's workloads: find them, patch a container's resources, wait for rollouts, scale."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runner.errors import PlatformError, UsageError
+from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
+from runner.quantities import format_cpu, format_memory
+from runner.scenario import WorkloadRef
+
+Kind = Literal["DaemonSet", "Deployment"]
+POLL_S = 1.0
+# A requests-only value used when Guaranteed QoS is turned off: the scheduler still has to fit the pod.
+BURSTABLE_REQUEST_CPU = "100m"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A DaemonSet or Deployment and the container in it that the sweep sizes."""
+
+    kind: Kind
+    namespace: str
+    name: str
+    container: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def _reader(cluster: Cluster, kind: Kind):
+    return cluster.apps.read_namespaced_daemon_set if kind == "DaemonSet" else cluster.apps.read_namespaced_deployment
+
+
+def read(cluster: Cluster, workload: Workload) -> Any:
+    return call(f"read {workload}", _reader(cluster, workload.kind), workload.name, workload.namespace)
+
+
+def find(cluster: Cluster, ref: WorkloadRef, role: str) -> Workload:
+    """The workload `ref` names (DaemonSet first when the kind is `auto`); UsageError when absent."""
+    kinds: list[Kind] = ["DaemonSet", "Deployment"] if ref.kind == "auto" else [ref.kind]
+    for kind in kinds:
+        try:
+            obj = call(f"read {kind} {ref.namespace}/{ref.name}", _reader(cluster, kind), ref.name, ref.namespace)
+        except NotFoundError:
+            continue
+        names = [c.name for c in obj.spec.template.spec.containers]
+        if ref.container not in names:
+            raise UsageError(
+                f"{kind} {ref.namespace}/{ref.name} has no container {ref.container!r} (it has {', '.join(names)})",
+                f"set {role}.workload.container in the scenario",
+            )
+        return Workload(kind, ref.namespace, ref.name, ref.container)
+    raise UsageError(
+        f"no {' or '.join(kinds)} {ref.namespace}/{ref.name} found for the {role}",
+        f"install it, or point {role}.workload (namespace, name, kind) in the scenario at yours",
+    )
+
+
+def _container_index(obj: Any, container: str) -> int:
+    for index, candidate in enumerate(obj.spec.template.spec.containers):
+        if candidate.name == container:
+            return index
+    raise PlatformError(f"container {container!r} disappeared from {obj.metadata.namespace}/{obj.metadata.name}")
+
+
+def get_resources(cluster: Cluster, workload: Workload) -> dict[str, Any] | None:
+    """The container's `resources`, as the API serves them (None when unset)."""
+    obj = read(cluster, workload)
+    resources = obj.spec.template.spec.containers[_container_index(obj, workload.container)].resources
+    data = cluster.api.sanitize_for_serialization(resources) if resources is not None else None
+    return data or None
+
+
+def set_resources(cluster: Cluster, workload: Workload, resources: dict[str, Any] | None) -> None:
+    """Replace the container's `resources` exactly (a JSON patch, so keys absent in `resources` go away)."""
+    obj = read(cluster, workload)
+    path = f"/spec/template/spec/containers/{_container_index(obj, workload.container)}/resources"
+    patch = [
+        {"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid},
+        {"op": "add", "path": path, "value": resources or {}},
+    ]
+    patcher = (
+        cluster.apps.patch_namespaced_daemon_set
+        if workload.kind == "DaemonSet"
+        else (cluster.apps.patch_namespaced_deployment)
+    )
+    call(f"patch {workload}", patcher, workload.name, workload.namespace, patch)
+
+
+def resources_for(cpu_cores: float | None, memory_bytes: int | None, *, guaranteed: bool = True) -> dict[str, Any]:
+    """Container resources for a limit: requests equal limits (Guaranteed QoS) unless told otherwise."""
+    limits: dict[str, str] = {}
+    if cpu_cores is not None:
+        limits["cpu"] = format_cpu(cpu_cores)
+    if memory_bytes is not None:
+        limits["memory"] = format_memory(memory_bytes)
+    requests = dict(limits) if guaranteed else {"cpu": BURSTABLE_REQUEST_CPU}
+    return {"limits": limits, "requests": requests} if limits else {}
+
+
+def rolled_out(obj: Any, kind: Kind) -> bool:
+    """Whether a DaemonSet or Deployment has finished its rollout (as `kubectl rollout status` judges)."""
+    status, generation = obj.status, obj.metadata.generation or 0
+    if status is None or (status.observed_generation or 0) < generation:
+        return False
+    if kind == "DaemonSet":
+        desired = status.desired_number_scheduled or 0
+        return (
+            (status.updated_number_scheduled or 0) >= desired
+            and (status.number_available or 0) >= desired
+            and (not status.number_unavailable)
+        )
+    wanted = obj.spec.replicas if obj.spec.replicas is not None else 1
+    return (
+        (status.updated_replicas or 0) >= wanted
+        and (status.replicas or 0) == wanted
+        and (status.available_replicas or 0) >= wanted
+    )
+
+
+def wait_rolled_out(cluster: Cluster, workload: Workload, timeout_s: float) -> None:
+    """Block until the rollout is done; PlatformError names the stuck pod and its last event."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        obj = read(cluster, workload)
+        if rolled_out(obj, workload.kind):
+            return
+        if time.monotonic() > deadline:
+            raise PlatformError(
+                f"rollout of {workload} not done after {timeout_s:.0f} s: {stuck_pod(cluster, workload, obj)}",
+                f"see `kubectl -n {workload.namespace} describe pods`; "
+                "raise kubernetes.rollout_timeout_seconds if it is only slow",
+            )
+        time.sleep(POLL_S)
+
+
+def _selector(obj: Any) -> str:
+    labels = obj.spec.selector.match_labels or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
+    """One line about the first pod of the workload that is not ready: phase, waiting reason, last event."""
+    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
+    for pod in pods.items:
+        conditions = {c.type: c for c in pod.status.conditions or []}
+        ready = conditions.get("Ready")
+        if ready is not None and ready.status == "True" and pod.metadata.deletion_timestamp is None:
+            continue
+        detail = pod.status.phase or "Unknown"
+        waiting = [s.state.waiting for s in (pod.status.container_statuses or []) if s.state and s.state.waiting]
+        if waiting:
+            detail += f", {waiting[0].reason}: {waiting[0].message or ''}".rstrip(": ")
+        scheduled = conditions.get("PodScheduled")
+        if scheduled is not None and scheduled.status == "False":
+            detail += f", {scheduled.reason}: {scheduled.message}"
+        events = call(
+            "list events",
+            cluster.core.list_namespaced_event,
+            workload.namespace,
+            field_selector=f"involvedObject.name={pod.metadata.name}",
+        )
+        if events.items:
+            last = max(events.items, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+            detail += f"; last event {last.reason}: {last.message}"
+        return f"pod {pod.metadata.name} {detail}"
+    return "no pod of it is failing, but its status is not updated (is the controller-manager running?)"
+
+
+def replicas(cluster: Cluster, workload: Workload) -> int:
+    return int(read(cluster, workload).spec.replicas or 0)
+
+
+def scale(cluster: Cluster, workload: Workload, count: int) -> None:
+    """Set a Deployment's replicas through its scale subresource."""
+    if workload.kind != "Deployment":
+        raise UsageError(f"{workload} cannot be scaled: only a Deployment backend can")
+    call(
+        f"scale {workload}",
+        cluster.apps.patch_namespaced_deployment_scale,
+        workload.name,
+        workload.namespace,
+        {"spec": {"replicas": count}},
+    )
