@@ -34,10 +34,15 @@ def _overrides(args: argparse.Namespace):
         return text if text not in (None, "") else None
 
     return Overrides(
-        envoy_cpus=value("envoy_cpus"), envoy_memory=value("envoy_memory"), nginx_replicas=value("nginx_replicas"),
-        workers=value("workers"), users=value("users"), step_seconds=value("step_seconds"),
-        platform=value("platform"), client=value("client"),
-    )  # fmt: skip
+        envoy_cpus=value("envoy_cpus"),
+        envoy_memory=value("envoy_memory"),
+        nginx_replicas=value("nginx_replicas"),
+        workers=value("workers"),
+        users=value("users"),
+        step_seconds=value("step_seconds"),
+        platform=value("platform"),
+        client=value("client"),
+    )
 
 
 def _load(args: argparse.Namespace):
@@ -86,8 +91,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"scenario {scenario.name} on {scenario.platform}: {len(plan)} configuration(s)")
     for config in plan.configurations:
         print(f"  {config.label} (Envoy concurrency {config.envoy_concurrency})")
-    print(f"load: {load.client} client ({load.locust_user_class}), {load.workers} worker(s), {load.mode} mode, "
-          f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}")  # fmt: skip
+    print(
+        f"load: {load.client} client ({load.locust_user_class}), {load.workers} worker(s), {load.mode} mode, "
+        f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}"
+    )
     return 0
 
 
@@ -101,18 +108,23 @@ def cmd_testbed_up(args: argparse.Namespace) -> int:
     scenario = _load(args)
     cpu = float(args.envoy_cpu) if args.envoy_cpu else scenario.envoy.cpu_cores[0]
     replicas = scenario.backend.replicas[0]
-    testbed = LocalTestbed(workdir=cache_dir() / "testbed", host_header=scenario.load.host_header,
-                           scrape_interval_s=scenario.prometheus.scrape_interval_s)  # fmt: skip
+    testbed = LocalTestbed(
+        workdir=cache_dir() / "testbed",
+        host_header=scenario.load.host_header,
+        scrape_interval_s=scenario.prometheus.scrape_interval_s,
+    )
     try:
         testbed.check_ports(replicas)
         testbed.record_state(owner_pid=0)
         testbed.start_monitoring()
-        testbed.scale_backend(replicas, cpu_cores=scenario.backend.cpu_cores,
-                              memory_bytes=scenario.backend.memory_bytes)  # fmt: skip
+        testbed.scale_backend(
+            replicas, cpu_cores=scenario.backend.cpu_cores, memory_bytes=scenario.backend.memory_bytes
+        )
         testbed.start_envoy(cpu, scenario.envoy.memory_bytes[0], scenario.envoy.concurrency_for(cpu))
         options = LocustOptions(scenario.load.host_header, scenario.load.path)
-        testbed.start_locust(LocustSetup(scenario.load.locustfile, scenario.load.locust_user_class, options,
-                                         scenario.load.workers))  # fmt: skip
+        testbed.start_locust(
+            LocustSetup(scenario.load.locustfile, scenario.load.locust_user_class, options, scenario.load.workers)
+        )
         testbed.record_state(owner_pid=0)
     except BaseException:
         testbed.stop()
@@ -163,8 +175,11 @@ def _report_after_sweep(run_dir: Path, summary) -> None:
     try:
         _write_report(run_dir, summary)
     except Exception as error:
-        print(f"gateway-sizer: report not written ({type(error).__name__}: {error}): "
-              f"run `gateway-sizer report {run_dir}`", file=sys.stderr)  # fmt: skip
+        print(
+            f"gateway-sizer: report not written ({type(error).__name__}: {error}): "
+            f"run `gateway-sizer report {run_dir}`",
+            file=sys.stderr,
+        )
         return
     print(f"Report: {run_dir / 'report.html'}")
 
@@ -219,8 +234,12 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
     compare = commands.add_parser("compare", help="two runs' knees side by side; exit 1 on a regression")
     compare.add_argument("run_a", metavar="RUN_A", help="the reference run (directory or id)")
     compare.add_argument("run_b", metavar="RUN_B", help="the run to check against it")
-    compare.add_argument("--threshold-pct", default="5", metavar="PCT",
-                         help="a knee lower by more than this percentage is a regression (default 5)")  # fmt: skip
+    compare.add_argument(
+        "--threshold-pct",
+        default="5",
+        metavar="PCT",
+        help="a knee lower by more than this percentage is a regression (default 5)",
+    )
     compare.set_defaults(func=cmd_compare)
 
 
@@ -272,8 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway-sizer: {error.one_line()}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
-        print("gateway-sizer: interrupted; everything started was stopped, measured steps are saved",
-              file=sys.stderr)  # fmt: skip
+        print("gateway-sizer: interrupted; everything started was stopped, measured steps are saved", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         sys.stdout.flush()

@@ -37,8 +37,14 @@ class LocustOptions:
     user_rps: float = 0.0
 
     def as_args(self) -> list[str]:
-        return ["--host-header", self.host_header, "--request-path", self.request_path,
-                "--user-rps", f"{self.user_rps:g}"]  # fmt: skip
+        return [
+            "--host-header",
+            self.host_header,
+            "--request-path",
+            self.request_path,
+            "--user-rps",
+            f"{self.user_rps:g}",
+        ]
 
     def as_form(self) -> dict[str, str]:
         return {"host_header": self.host_header, "request_path": self.request_path, "user_rps": f"{self.user_rps:g}"}
@@ -51,27 +57,67 @@ def locustfile_arg(locustfile: Path) -> str:
 
 
 def master_command(
-    locustfile: str, user_class: str, host: str, options: LocustOptions, *, web_host: str, web_port: int,
-    master_port: int, bind_host: str, python: str = sys.executable,
-) -> list[str]:  # fmt: skip
+    locustfile: str,
+    user_class: str,
+    host: str,
+    options: LocustOptions,
+    *,
+    web_host: str,
+    web_port: int,
+    master_port: int,
+    bind_host: str,
+    python: str = sys.executable,
+) -> list[str]:
     """The master: web UI on `web_host:web_port`, workers connect on `bind_host:master_port`."""
     return [
-        python, "-m", "locust", "-f", locustfile, "--master",
-        "--master-bind-host", bind_host, "--master-bind-port", str(master_port),
-        "--web-host", web_host, "--web-port", str(web_port),
-        "--host", host, "--loglevel", "WARNING", *options.as_args(), user_class,
-    ]  # fmt: skip
+        python,
+        "-m",
+        "locust",
+        "-f",
+        locustfile,
+        "--master",
+        "--master-bind-host",
+        bind_host,
+        "--master-bind-port",
+        str(master_port),
+        "--web-host",
+        web_host,
+        "--web-port",
+        str(web_port),
+        "--host",
+        host,
+        "--loglevel",
+        "WARNING",
+        *options.as_args(),
+        user_class,
+    ]
 
 
 def worker_command(
-    locustfile: str, user_class: str, options: LocustOptions, *, master_host: str, master_port: int,
+    locustfile: str,
+    user_class: str,
+    options: LocustOptions,
+    *,
+    master_host: str,
+    master_port: int,
     python: str = sys.executable,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     return [
-        python, "-m", "locust", "-f", locustfile, "--worker",
-        "--master-host", master_host, "--master-port", str(master_port),
-        "--loglevel", "WARNING", *options.as_args(), user_class,
-    ]  # fmt: skip
+        python,
+        "-m",
+        "locust",
+        "-f",
+        locustfile,
+        "--worker",
+        "--master-host",
+        master_host,
+        "--master-port",
+        str(master_port),
+        "--loglevel",
+        "WARNING",
+        *options.as_args(),
+        user_class,
+    ]
 
 
 @dataclass(frozen=True)

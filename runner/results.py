@@ -171,9 +171,12 @@ class RunStore:
             run_dir = results_root / f"{run_id}-{suffix}"
         run_dir.mkdir(parents=True)
         summary = RunSummary(
-            run_id=run_dir.name, platform=scenario.platform, scenario=scenario.name,
-            threshold=scenario.threshold, started_at=utc_now(),
-        )  # fmt: skip
+            run_id=run_dir.name,
+            platform=scenario.platform,
+            scenario=scenario.name,
+            threshold=scenario.threshold,
+            started_at=utc_now(),
+        )
         store = cls(run_dir, summary)
         (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.dump(), sort_keys=False))
         store.save()
@@ -225,8 +228,15 @@ class RunStore:
                 writer.writerow(["config", "envoy_cpu", "envoy_memory", "backend_replicas", *STEP_FIELDS])
             row = step.as_dict()
             row["guards"] = "; ".join(f"{g['guard']}: {g['detail']}" for g in step.guards)
-            writer.writerow([result.key, format_cpu(result.envoy.cpu), result.envoy.memory, result.backend.replicas,
-                             *(row[f] for f in STEP_FIELDS)])  # fmt: skip
+            writer.writerow(
+                [
+                    result.key,
+                    format_cpu(result.envoy.cpu),
+                    result.envoy.memory,
+                    result.backend.replicas,
+                    *(row[f] for f in STEP_FIELDS),
+                ]
+            )
             handle.flush()
         self.save()
 

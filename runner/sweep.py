@@ -145,9 +145,14 @@ class Sweep:
 
     def _meter(self, config: Configuration) -> StepMeter:
         return StepMeter(
-            self.platform.locust, self.platform.metrics, self.platform.selectors, config.envoy_cpu_cores,
-            capacities=self.platform.capacities(), sleep=self.sleep, alive=self.platform.check,
-        )  # fmt: skip
+            self.platform.locust,
+            self.platform.metrics,
+            self.platform.selectors,
+            config.envoy_cpu_cores,
+            capacities=self.platform.capacities(),
+            sleep=self.sleep,
+            alive=self.platform.check,
+        )
 
     def _step_load(self, config: Configuration, result: ConfigResult) -> list[Step]:
         load = self.scenario.load

@@ -65,6 +65,11 @@ def testbed_factory(tmp_path: Path) -> Iterator:
 def run_sizer(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI as a user would, capturing its output."""
     return subprocess.run(
-        [*SIZER, *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        [*SIZER, *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )

@@ -60,6 +60,8 @@ def step_analysis(step: Step, steps: Sequence[Step], threshold: float) -> str:
     lightest, p95 = _lightest_p95(steps), step.get("p95_ms")
     if lightest and p95 is not None and p95 >= lightest * LATENCY_RISE_FACTOR and p95 - lightest >= LATENCY_RISE_MIN_MS:
         text += f" p95 latency {p95 / lightest:.0f}x the lightest step's ({p95:.0f} ms vs {lightest:.0f} ms)."
+    for guard in step.get("guards") or ():
+        text += f" Guard {guard.get('guard')}: {guard.get('detail')}."
     ratio = step.get("fail_ratio") or 0.0
     if ratio > FAILURES_NOTABLE:
         text += f" {ratio:.1%} of requests failed."
@@ -183,6 +185,18 @@ def _generator(steps: Sequence[Step]) -> Conclusion | None:
     )
 
 
+def _baseline(summary: RunSummary) -> Conclusion | None:
+    measured = summary.baseline
+    if measured is None or not measured.direct.get("rps"):
+        return None
+    direct, gateway = float(measured.direct["rps"]), float(measured.gateway.get("rps") or 0.0)
+    return Conclusion(
+        f"Through Envoy ({fmt.cpu(measured.envoy_cpu)} CPU) nginx served {gateway / direct:.0%} of its direct "
+        "throughput with the same load.",
+        f"direct {direct:,.0f} RPS, through Envoy {gateway:,.0f} RPS, {measured.users} closed-loop users",
+    )
+
+
 def _memory_limit(config: ConfigResult) -> int | None:
     try:
         return parse_memory(config.envoy.memory)
@@ -219,6 +233,7 @@ def conclusions(summary: RunSummary, fit: Fit | None, points: Sequence[KneePoint
             "limit for a sizing rule.",
             f"knee {point.rps:,.0f} RPS at {fmt.cpu(point.cpu_cores)}", "knee_vs_cores",
         ))  # fmt: skip
-    found += [_latency(configs, threshold), _failures(steps), _agreement(steps), _generator(steps)]
+    found += [_baseline(summary), _latency(configs, threshold), _failures(steps), _agreement(steps)]
+    found.append(_generator(steps))
     found.append(_memory(configs))
     return [c for c in found if c is not None]

@@ -97,11 +97,15 @@ class KneeRow:
 
 @dataclass(frozen=True)
 class Baseline:
-    """The backend measured without the gateway, and the share of it the gateway delivers."""
+    """The backend measured without the gateway and through it, and the share of direct throughput kept."""
 
+    users: int
+    envoy_cpu: float
     direct_rps: float
     gateway_rps: float
-    description: str
+    direct_p95_ms: float | None
+    gateway_p95_ms: float | None
+    gateway_cpu: float | None
 
     @property
     def ratio(self) -> float:
@@ -277,8 +281,16 @@ def _reproduce(summary: RunSummary) -> tuple[str, ...]:
 
 
 def _baseline(summary: RunSummary) -> Baseline | None:
-    """The direct-to-backend baseline (issue 5). Seam: runs do not record one yet, so the section is left out."""
-    return None
+    """The backend measured directly and through Envoy, when the run measured it (scenario `baseline`)."""
+    measured = summary.baseline
+    if measured is None or not measured.direct.get("rps"):
+        return None
+    return Baseline(
+        users=measured.users, envoy_cpu=measured.envoy_cpu,
+        direct_rps=float(measured.direct["rps"]), gateway_rps=float(measured.gateway.get("rps") or 0.0),
+        direct_p95_ms=measured.direct.get("p95_ms"), gateway_p95_ms=measured.gateway.get("p95_ms"),
+        gateway_cpu=measured.gateway.get("cpu_utilization_mean"),
+    )  # fmt: skip
 
 
 def _no_fit_reason(points: Sequence[KneePoint]) -> str:

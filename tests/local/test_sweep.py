@@ -13,8 +13,18 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
-STEP_FIELDS = {"users", "rps", "envoy_rps", "cpu_utilization_min", "cpu_utilization_mean", "cpu_utilization_max",
-               "p50_ms", "p95_ms", "p99_ms", "fail_ratio"}  # fmt: skip
+STEP_FIELDS = {
+    "users",
+    "rps",
+    "envoy_rps",
+    "cpu_utilization_min",
+    "cpu_utilization_mean",
+    "cpu_utilization_max",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "fail_ratio",
+}
 
 
 def _summary(results: Path) -> dict:
@@ -59,10 +69,20 @@ def _sweep_pids(testbed_id: str) -> list[int]:
 
 @pytest.mark.slow
 def test_ctrl_c_stops_everything_keeps_finished_configs_and_resume_completes(tmp_path: Path):
-    command = [*SIZER, "sweep", "--envoy-cpus", "0.15,0.3", "--step-seconds", "3", "--free-ports",
-               "--results", str(tmp_path)]  # fmt: skip
-    sweep = subprocess.Popen(command, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    command = [
+        *SIZER,
+        "sweep",
+        "--envoy-cpus",
+        "0.15,0.3",
+        "--step-seconds",
+        "3",
+        "--free-ports",
+        "--results",
+        str(tmp_path),
+    ]
+    sweep = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     testbed_id = f"sweep-{sweep.pid}"
     deadline = time.monotonic() + 300
     started: list[int] = []

@@ -12,12 +12,27 @@ from runner.measure import LoadLevel, Step
 
 def make_step(index: int, *, users: int, rps: float, utilization: float, target_rps: float | None = None) -> Step:
     return Step(
-        index=index, users=users, target_rps=target_rps, rps=rps, envoy_rps=rps,
-        cpu_utilization_min=utilization - 0.02, cpu_utilization_mean=utilization,
-        cpu_utilization_max=utilization + 0.02, envoy_cpu_cores=utilization, envoy_memory_bytes=1e7,
-        p50_ms=1.0, p95_ms=2.0, p99_ms=3.0, fail_ratio=0.0, requests=int(rps * 10), failures=0,
-        generator_cpu_max=0.3, backend_cpu_cores=0.05, started_at=0.0, window_s=10.0,
-    )  # fmt: skip
+        index=index,
+        users=users,
+        target_rps=target_rps,
+        rps=rps,
+        envoy_rps=rps,
+        cpu_utilization_min=utilization - 0.02,
+        cpu_utilization_mean=utilization,
+        cpu_utilization_max=utilization + 0.02,
+        envoy_cpu_cores=utilization,
+        envoy_memory_bytes=1e7,
+        p50_ms=1.0,
+        p95_ms=2.0,
+        p99_ms=3.0,
+        fail_ratio=0.0,
+        requests=int(rps * 10),
+        failures=0,
+        generator_cpu_max=0.3,
+        backend_cpu_cores=0.05,
+        started_at=0.0,
+        window_s=10.0,
+    )
 
 
 class SimulatedEnvoy:

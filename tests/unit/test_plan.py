@@ -4,9 +4,13 @@ from runner.scenario import parse_scenario
 
 def test_plan_is_the_cross_product_with_cpu_varying_fastest():
     scenario = parse_scenario(
-        {"name": "t", "envoy": {"cpu": [1, 2], "memory": ["1Gi", "2Gi"]}, "backend": {"replicas": [1, 3]},
-         "contour": {"resources": [{"cpu": 1, "memory": "1Gi"}, {"cpu": 2, "memory": "1Gi"}]}}
-    )  # fmt: skip
+        {
+            "name": "t",
+            "envoy": {"cpu": [1, 2], "memory": ["1Gi", "2Gi"]},
+            "backend": {"replicas": [1, 3]},
+            "contour": {"resources": [{"cpu": 1, "memory": "1Gi"}, {"cpu": 2, "memory": "1Gi"}]},
+        }
+    )
     plan = plan_sweep(scenario)
     assert len(plan) == 16
     first, second = plan.configurations[:2]

@@ -157,8 +157,13 @@ class CgroupV1:
         _kill_and_rmdir(self._dirs(), [d / "cgroup.procs" for d in self._dirs()])
 
     def spec(self) -> dict[str, Any]:
-        return {"version": 1, "name": self.name, "cpu": str(self.cpu), "cpuacct": str(self.cpuacct),
-                "memory": str(self.memory)}  # fmt: skip
+        return {
+            "version": 1,
+            "name": self.name,
+            "cpu": str(self.cpu),
+            "cpuacct": str(self.cpuacct),
+            "memory": str(self.memory),
+        }
 
 
 @dataclass

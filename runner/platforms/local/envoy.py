@@ -35,8 +35,12 @@ class EnvoyLayout:
 
 
 def _circuit_breakers() -> dict[str, Any]:
-    limits = {"max_connections": UNLIMITED, "max_pending_requests": UNLIMITED,
-              "max_requests": UNLIMITED, "max_retries": UNLIMITED}  # fmt: skip
+    limits = {
+        "max_connections": UNLIMITED,
+        "max_pending_requests": UNLIMITED,
+        "max_requests": UNLIMITED,
+        "max_retries": UNLIMITED,
+    }
     return {"thresholds": [{"priority": "DEFAULT", **limits}, {"priority": "HIGH", **limits}]}
 
 
@@ -110,5 +114,13 @@ def write_bootstrap(layout: EnvoyLayout, path: Path) -> Path:
 
 def command(binary: Path, config: Path, concurrency: int) -> list[str]:
     """Envoy's command line: no hot restart (no shared memory to leak), warnings only."""
-    return [str(binary), "-c", str(config), "--concurrency", str(concurrency),
-            "--disable-hot-restart", "--log-level", "warn"]  # fmt: skip
+    return [
+        str(binary),
+        "-c",
+        str(config),
+        "--concurrency",
+        str(concurrency),
+        "--disable-hot-restart",
+        "--log-level",
+        "warn",
+    ]

@@ -47,9 +47,12 @@ class LocalPlatform(Platform):
     def apply(self, config: Configuration) -> None:
         backend = self.scenario.backend
         self.testbed.scale_backend(
-            config.backend_replicas, cpu_cores=backend.cpu_cores, memory_bytes=backend.memory_bytes,
-            worker_processes=backend.worker_processes, response_status=backend.response_status,
-        )  # fmt: skip
+            config.backend_replicas,
+            cpu_cores=backend.cpu_cores,
+            memory_bytes=backend.memory_bytes,
+            worker_processes=backend.worker_processes,
+            response_status=backend.response_status,
+        )
         self.testbed.start_envoy(config.envoy_cpu_cores, config.envoy_memory_bytes, config.envoy_concurrency)
 
     def stop(self) -> None:

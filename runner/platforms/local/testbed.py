@@ -175,29 +175,53 @@ class LocalTestbed:
         """The cgroup exporter and Prometheus scraping it and Envoy's admin stats."""
         self._publish()
         exporter = self._run(
-            "cadvisor-exporter", MONITORING_NAMESPACE, "exporter",
-            [sys.executable, "-m", "runner.platforms.local.exporter", "--registry", str(self._registry),
-             "--port", str(self.ports.exporter)],
-        )  # fmt: skip
-        wait_until(http_ok(f"http://{LOOPBACK}:{self.ports.exporter}/metrics"), what="cgroup exporter",
-                   timeout_s=START_TIMEOUT_S, process=exporter)  # fmt: skip
+            "cadvisor-exporter",
+            MONITORING_NAMESPACE,
+            "exporter",
+            [
+                sys.executable,
+                "-m",
+                "runner.platforms.local.exporter",
+                "--registry",
+                str(self._registry),
+                "--port",
+                str(self.ports.exporter),
+            ],
+        )
+        wait_until(
+            http_ok(f"http://{LOOPBACK}:{self.ports.exporter}/metrics"),
+            what="cgroup exporter",
+            timeout_s=START_TIMEOUT_S,
+            process=exporter,
+        )
         targets = prometheus.ScrapeTargets(
-            exporter_port=self.ports.exporter, envoy_admin_port=self.ports.envoy_admin,
-            envoy_namespace=ENVOY_NAMESPACE, envoy_pod=ENVOY_POD, interval_s=self.scrape_interval_s,
-        )  # fmt: skip
+            exporter_port=self.ports.exporter,
+            envoy_admin_port=self.ports.envoy_admin,
+            envoy_namespace=ENVOY_NAMESPACE,
+            envoy_pod=ENVOY_POD,
+            interval_s=self.scrape_interval_s,
+        )
         config = prometheus.write_config(targets, self.workdir / "prometheus.yml")
         self._tsdb = Path(tempfile.mkdtemp(prefix="gateway-sizer-tsdb-"))
         process = self._run(
-            "prometheus", MONITORING_NAMESPACE, "prometheus",
+            "prometheus",
+            MONITORING_NAMESPACE,
+            "prometheus",
             prometheus.command(binaries.prometheus(), config, self._tsdb, self.ports.prometheus),
-        )  # fmt: skip
-        wait_until(http_ok(f"{self.prometheus_url}/-/ready"), what="Prometheus", timeout_s=START_TIMEOUT_S,
-                   process=process)  # fmt: skip
+        )
+        wait_until(
+            http_ok(f"{self.prometheus_url}/-/ready"), what="Prometheus", timeout_s=START_TIMEOUT_S, process=process
+        )
 
     def scale_backend(
-        self, replicas: int, *, cpu_cores: float | None = None, memory_bytes: int | None = None,
-        worker_processes: int = 1, response_status: int = 200,
-    ) -> None:  # fmt: skip
+        self,
+        replicas: int,
+        *,
+        cpu_cores: float | None = None,
+        memory_bytes: int | None = None,
+        worker_processes: int = 1,
+        response_status: int = 200,
+    ) -> None:
         """Run exactly `replicas` nginx replicas with these limits; Envoy must be restarted to see them."""
         wanted = [
             nginx.NginxReplica(i, self.ports.nginx_base + i, worker_processes, response_status) for i in range(replicas)
@@ -215,9 +239,14 @@ class LocalTestbed:
             entry.cgroup.set_cpu_limit(cpu_cores)
             entry.cgroup.set_memory_limit(memory_bytes)
             process = self._run(replica.name, BACKEND_NAMESPACE, "nginx", nginx.command(binary, prefix, config))
-            wait_until(http_ok(self.backend_url(replica.index) + "/") if response_status == 200
-                       else _listening(LOOPBACK, replica.port), what=replica.name,
-                       timeout_s=START_TIMEOUT_S, process=process)  # fmt: skip
+            wait_until(
+                http_ok(self.backend_url(replica.index) + "/")
+                if response_status == 200
+                else _listening(LOOPBACK, replica.port),
+                what=replica.name,
+                timeout_s=START_TIMEOUT_S,
+                process=process,
+            )
         self.backend = wanted
 
     def start_envoy(self, cpu_cores: float, memory_bytes: int | None, concurrency: int) -> None:
@@ -226,40 +255,67 @@ class LocalTestbed:
             raise PlatformError("start the backend before Envoy")
         self._remove(ENVOY_POD)
         layout = envoy.EnvoyLayout(
-            listen_port=self.ports.gateway, admin_port=self.ports.envoy_admin,
-            upstream_ports=tuple(r.port for r in self.backend), host_header=self.host_header,
-        )  # fmt: skip
+            listen_port=self.ports.gateway,
+            admin_port=self.ports.envoy_admin,
+            upstream_ports=tuple(r.port for r in self.backend),
+            host_header=self.host_header,
+        )
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
         entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
         entry.cgroup.set_cpu_limit(cpu_cores)
         entry.cgroup.set_memory_limit(memory_bytes)
-        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER,
-                            envoy.command(binaries.envoy(), config, concurrency))  # fmt: skip
-        wait_until(http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"), what="Envoy",
-                   timeout_s=START_TIMEOUT_S, process=process)  # fmt: skip
-        wait_until(_listening(LOOPBACK, self.ports.gateway), what="Envoy's listener", timeout_s=START_TIMEOUT_S,
-                   process=process)  # fmt: skip
+        process = self._run(
+            ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, envoy.command(binaries.envoy(), config, concurrency)
+        )
+        wait_until(
+            http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"),
+            what="Envoy",
+            timeout_s=START_TIMEOUT_S,
+            process=process,
+        )
+        wait_until(
+            _listening(LOOPBACK, self.ports.gateway),
+            what="Envoy's listener",
+            timeout_s=START_TIMEOUT_S,
+            process=process,
+        )
         self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
 
     def start_locust(self, setup: LocustSetup) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup."""
         files = locustfile_arg(setup.locustfile)
         master = self._run(
-            "locust-master", BACKEND_NAMESPACE, "locust",
-            master_command(files, setup.user_class, self.gateway_url, setup.options, web_host=LOOPBACK,
-                           web_port=self.ports.locust_web, master_port=self.ports.locust_master,
-                           bind_host=LOOPBACK),
+            "locust-master",
+            BACKEND_NAMESPACE,
+            "locust",
+            master_command(
+                files,
+                setup.user_class,
+                self.gateway_url,
+                setup.options,
+                web_host=LOOPBACK,
+                web_port=self.ports.locust_web,
+                master_port=self.ports.locust_master,
+                bind_host=LOOPBACK,
+            ),
             cwd=setup.locustfile.parent,
-        )  # fmt: skip
-        wait_until(http_ok(f"{self.locust_url}/stats/requests"), what="Locust master", timeout_s=START_TIMEOUT_S,
-                   process=master)  # fmt: skip
+        )
+        wait_until(
+            http_ok(f"{self.locust_url}/stats/requests"),
+            what="Locust master",
+            timeout_s=START_TIMEOUT_S,
+            process=master,
+        )
         for index in range(setup.workers):
             self._run(
-                f"locust-worker-{index}", BACKEND_NAMESPACE, "locust",
-                worker_command(files, setup.user_class, setup.options, master_host=LOOPBACK,
-                               master_port=self.ports.locust_master),
+                f"locust-worker-{index}",
+                BACKEND_NAMESPACE,
+                "locust",
+                worker_command(
+                    files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.ports.locust_master
+                ),
                 cwd=setup.locustfile.parent,
-            )  # fmt: skip
+            )
         client = LocustMaster(self.locust_url)
         try:
             client.wait_for_workers(setup.workers, START_TIMEOUT_S)
@@ -286,10 +342,12 @@ class LocalTestbed:
     def record_state(self, owner_pid: int) -> None:
         """Write where this test bed's parts are, so `testbed down` can stop it from another process."""
         record = {
-            "testbed_id": self.testbed_id, "owner_pid": owner_pid, "workdir": str(self.workdir),
+            "testbed_id": self.testbed_id,
+            "owner_pid": owner_pid,
+            "workdir": str(self.workdir),
             "tsdb": str(self._tsdb) if self._tsdb else None,
             "urls": {"gateway": self.gateway_url, "locust": self.locust_url, "prometheus": self.prometheus_url},
-        }  # fmt: skip
+        }
         state_file(self.testbed_id).write_text(json.dumps(record, indent=1))
 
 
