@@ -75,3 +75,10 @@ def test_troubles_in_the_data_become_conclusions():
     assert any(t.startswith("0.32% of requests failed") for t in texts), texts
     assert any(t.startswith("Locust's and Envoy's RPS differ by up to 17%") for t in texts), texts
     assert any(t.startswith("One knee: 3,495 RPS per core at 150m") for t in texts)
+
+
+def test_a_fired_guard_is_named_in_the_step_analysis():
+    step = _step(0.4) | {"guards": [{"guard": "generator", "detail": "Locust worker at 97% CPU"}]}
+    assert step_analysis(step, [step], 0.9).endswith(
+        "room for more requests. Guard generator: Locust worker at 97% CPU."
+    )

@@ -11,7 +11,7 @@ from report_data import FIXTURE_RUN, fixture_summary
 
 from runner.report import read_scenario, render_files
 from runner.report.model import build_report
-from runner.results import RunSummary
+from runner.results import BaselineResult, RunSummary
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -110,13 +110,18 @@ def test_an_interrupted_run_reports_what_finished():
     assert "Duration | - |" in md
 
 
-def test_the_baseline_seam_renders_when_a_run_carries_one():
-    from dataclasses import replace
-
-    from runner.report.html import render_html
-    from runner.report.markdown import render_markdown
-    from runner.report.model import Baseline
-
-    report = replace(build_report(fixture_summary()), baseline=Baseline(40000, 33000, "nginx direct, same generator"))
-    assert "(82% of direct)" in render_markdown(report, [])
-    assert re.search(r"<b>82%</b> of direct", render_html(report, []))
+def test_a_measured_baseline_gets_its_section_and_conclusion():
+    summary = fixture_summary()
+    assert "Baseline" not in render_files(summary)["report.md"].decode()
+    summary.baseline = BaselineResult(users=20, envoy_cpu=0.3, direct={"rps": 4000.0, "p95_ms": 3.0},
+                                      gateway={"rps": 3280.0, "p95_ms": 9.0, "cpu_utilization_mean": 0.97})  # fmt: skip
+    files = render_files(summary)
+    md, html = files["report.md"].decode(), files["report.html"].decode()
+    assert "through the gateway it serves **82% of direct**" in md
+    assert "| nginx directly | 4,000 | 3 ms | - |" in md and "| through Envoy | 3,280 | 9 ms | 97% |" in md
+    assert "1. **Every configuration" in md
+    assert (
+        "**Through Envoy (300m CPU) nginx served 82% of its direct throughput with the same load.** (direct 4,000 RPS"
+        in md
+    )
+    assert re.search(r"<b>82% of direct</b>", html) and 'id="baseline-table"' in html
