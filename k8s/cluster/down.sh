@@ -35,7 +35,7 @@ our_processes() {
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
         [ "$p" = $$ ] || [ "$p" = "$BASHPID" ] && continue
-        cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
+        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") || continue
         case $cmd in
             *"$CLUSTER_DIR/"*|*"$CONTAINERD_SOCK"*|*"$CLUSTER_DIR/containerd.toml"*) alive "$p" && echo "$p" ;;
         esac
@@ -77,7 +77,7 @@ if [ "$have_state" = 1 ]; then
     stop_daemon etcd 10
 fi
 for pid in $(our_processes) $(cgroup_processes); do
-    log "stopping leftover pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)"
+    log "stopping leftover pid $pid: $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-100)"
     stop_pid "$pid" 5
 done
 
@@ -131,7 +131,7 @@ remove_chains() {  # iptables|ip6tables table
     done)
     [ -n "$chains" ] || return 0
     log "removing $ipt -t $t chains: $(echo $chains | wc -w)"
-    "$ipt" -t "$t" -S 2>/dev/null | grep '^-A ' | while read -r rule; do
+    { "$ipt" -t "$t" -S 2>/dev/null | grep '^-A ' || true; } | while read -r rule; do
         for c in $chains; do
             if [[ " $rule " == *" -j $c "* || " $rule " == *" -g $c "* ]]; then
                 eval "\"$ipt\" -t \"$t\" -D ${rule#-A }" 2>/dev/null || true
@@ -160,15 +160,20 @@ if [ "$have_state" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- sysctls
-VOLATILE='^(fs\.(dentry-state|file-nr|inode-nr|inode-state)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)'
+# Counters and read-only keys never count; a key printed on several lines (a list) is left alone.
+VOLATILE='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)'
 if [ -f "$STATE_DIR/sysctl.before" ]; then
-    declare -A now=()
-    while IFS= read -r line; do now[${line%% = *}]=${line#* = }; done < <(sysctl -a 2>/dev/null)
+    declare -A now=() lines=()
+    while IFS= read -r line; do
+        key=${line%% = *}; now[$key]=${line#* = }; lines[$key]=$(( ${lines[$key]:-0} + 1 ))
+    done < <(sysctl -a 2>/dev/null)
     while IFS= read -r line; do
         key=${line%% = *}; old=${line#* = }
         [[ $key =~ $VOLATILE ]] && continue
         [ "${now[$key]+set}" = set ] || continue          # gone with an interface
+        [ "${lines[$key]}" = 1 ] || continue
         [ "${now[$key]}" = "$old" ] && continue
+        [ -w "/proc/sys/${key//.//}" ] || continue
         if sysctl -q -w "$key=$old" 2>/dev/null; then
             log "sysctl $key: ${now[$key]} -> $old (restored)"
         else

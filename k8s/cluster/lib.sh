@@ -96,7 +96,7 @@ require_root() { [ "$(id -u)" = 0 ] || die "$1 must run as root (it starts a kub
 take_lock() {
     mkdir -p "$CACHE"
     exec 9>"$CACHE/cluster.lock"
-    flock -w 600 9 || die "another cluster-up/cluster-down is still running (lock $CACHE/cluster.lock)"
+    flock -w 120 9 || die "another cluster-up/cluster-down is still running (lock $CACHE/cluster.lock: $(fuser "$CACHE/cluster.lock" 2>/dev/null))"
 }
 
 kubectl_() { "$(component_path kubectl)" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }

@@ -86,8 +86,9 @@ snapshot_host
 # Start a daemon in its own session; record "PID STARTTIME" for down.sh.
 start_daemon() {
     local name=$1; shift
+    # fd 9 holds the cluster lock: a daemon must not inherit it, or the lock outlives this script
     setsid bash -c 'echo $$ >"$0"; exec "$@"' "$STATE_DIR/pids/$name.tmp" "$@" \
-        </dev/null >"$LOG_DIR/$name.log" 2>&1 &
+        </dev/null >"$LOG_DIR/$name.log" 2>&1 9>&- &
     local i pid=""
     for ((i = 0; i < 50; i++)); do
         [ -s "$STATE_DIR/pids/$name.tmp" ] && pid=$(cat "$STATE_DIR/pids/$name.tmp") && break
@@ -305,9 +306,11 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 5%, imagefs.available:
 imageGCHighThresholdPercent: 98
 imageGCLowThresholdPercent: 95
 EOF
+# --containerd: cAdvisor's own containerd client (container/pod/namespace labels of /metrics/cadvisor)
+# does not follow containerRuntimeEndpoint.
 start_daemon kubelet "$(component_path kubelet)" --config="$CLUSTER_DIR/kubelet.yaml" \
     --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" --root-dir="$CLUSTER_DIR/kubelet" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP"
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --containerd="$CONTAINERD_SOCK"
 node_ready() { [ "$(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_for "node $NODE_NAME Ready" 120 kubelet node_ready
 

@@ -213,9 +213,27 @@ def locust_wheels() -> Path:
     return folder
 
 
+def locust_rootfs_command(wheels: Path, rootfs: Path) -> list[str]:
+    """mmdebstrap: a Debian rootfs with python3, then Locust from the downloaded wheels, offline.
+
+    pip runs with a clean environment so that this host's PIP_* settings stay out of the image.
+    """
+    pip = ("env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root python3 -m pip install --quiet --no-index "
+           f"--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
+           f"locust=={LOCUST_VERSION}")
+    return ["mmdebstrap", "--quiet", "--mode=root", "--variant=apt",
+            "--include=" + ",".join(LOCUST_DEBIAN_PACKAGES),
+            f'--customize-hook=cp -a "{wheels}" "$1/tmp/wheels"',
+            f'--customize-hook=chroot "$1" {pip}',
+            '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/cache/apt/archives/"*.deb',
+            '--customize-hook=mkdir -p "$1/home/locust"',
+            DEBIAN_SUITE, str(rootfs)]
+
+
 def spec_locust() -> Spec:
     wheels = locust_wheels()
-    h = hashlib.sha256(f"{DEBIAN_SUITE} {' '.join(LOCUST_DEBIAN_PACKAGES)} {LOCUST_VERSION}".encode())
+    recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS")))
+    h = hashlib.sha256(recipe.encode())
     for w in sorted(wheels.glob("*.whl")):
         h.update(f"\n{w.name} {sha256_file(w)}".encode())
     base_key = h.hexdigest()
@@ -224,17 +242,9 @@ def spec_locust() -> Spec:
         for old in WORK_DIR.glob("locust-rootfs-*"):
             shutil.rmtree(old)
         tmp = rootfs.with_name(rootfs.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        log(f"mmdebstrap {DEBIAN_SUITE} + pip install locust=={LOCUST_VERSION} (about 2 minutes)")
+        log(f"mmdebstrap {DEBIAN_SUITE} + pip install locust=={LOCUST_VERSION} (about a minute)")
         start = time.monotonic()
-        run(["mmdebstrap", "--quiet", "--mode=root", "--variant=apt",
-             "--include=" + ",".join(LOCUST_DEBIAN_PACKAGES),
-             f'--customize-hook=cp -a "{wheels}" "$1/tmp/wheels"',
-             '--customize-hook=chroot "$1" python3 -m pip install --quiet --no-index --no-cache-dir '
-             f'--break-system-packages --find-links /tmp/wheels locust=={LOCUST_VERSION}',
-             '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/cache/apt/archives/"*.deb',
-             '--customize-hook=mkdir -p "$1/home/locust"',
-             DEBIAN_SUITE, str(tmp)], stdout=sys.stderr)
+        run(locust_rootfs_command(wheels, tmp), stdout=sys.stderr)
         tmp.rename(rootfs)
         log(f"locust rootfs ready in {time.monotonic() - start:.0f}s")
     return Spec([], ImageConfig(entrypoint=["locust"], workdir="/home/locust",

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 CLUSTER_DIR = CACHE / "cluster"
 PROMETHEUS = "http://10.96.0.90:9090"
-VOLATILE = re.compile(r"^(fs\.(dentry-state|file-nr|inode-nr|inode-state)|kernel\.(ns_last_pid|random\.))")
+VOLATILE = re.compile(r"^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)")
 
 
 def host_picture() -> dict[str, object]:
