@@ -30,6 +30,7 @@ CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 10.0
 USER_AGENT = "gateway-sizer-lean/1"
 DEFAULT_PORTS = {"http": 80, "https": 443}
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})  # RFC 9110 9.2.2
 
 __all__ = ["HttpStatusError", "LeanHttpClient", "LeanHttpUser", "PreparedRequest", "ProtocolError", "Target"]
 
@@ -46,6 +47,8 @@ class PreparedRequest:
     name: str
     url: str
     raw: bytes
+    expects_body: bool  # not HEAD
+    idempotent: bool  # may be sent again when a reused connection turns out closed
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class LeanHttpClient:
         method = method.upper()
         target = self.target.base_path + path
         raw = build_request(method, target, host_header or self.host_header, headers)
-        return PreparedRequest(method, name or path, self.target.origin + target, raw)
+        return PreparedRequest(method, name or path, self.target.origin + target, raw, method != "HEAD",
+                               method in IDEMPOTENT_METHODS)  # fmt: skip
 
     def send(self, request: PreparedRequest) -> int:
         """Send `request` and fire Locust's request event; return the status (0 when none came)."""
@@ -140,7 +144,7 @@ class LeanHttpClient:
         status = length = 0
         exception: Exception | None = None
         try:
-            status, length = self.connection.exchange(request.raw, request.method != "HEAD")
+            status, length = self.connection.exchange(request.raw, request.expects_body, request.idempotent)
         except (OSError, ProtocolError) as error:  # TimeoutError, ConnectionError, ssl.SSLError are OSErrors
             exception = error
         response_time = (time.perf_counter() - start) * 1000.0

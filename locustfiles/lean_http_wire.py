@@ -355,11 +355,12 @@ class Connection:
             self._transport.close()
             self._transport = None
 
-    def exchange(self, raw: bytes, expects_body: bool) -> tuple[int, int]:
+    def exchange(self, raw: bytes, expects_body: bool, idempotent: bool = True) -> tuple[int, int]:
         """Send `raw` and read the whole response; return (status, body length).
 
-        Raises OSError (timeouts, refused or reset connections, TLS errors) or ProtocolError. A reused
-        connection that the server closed before answering is reopened and the request sent once more.
+        Raises OSError (timeouts, refused or reset connections, TLS errors) or ProtocolError. When the
+        server had closed a reused connection before answering, an idempotent request is sent once more
+        on a new connection.
         """
         try:
             transport = self._transport
@@ -368,6 +369,8 @@ class Connection:
                     return self._exchange(transport, raw, expects_body, True)
                 except _StaleConnection:
                     self.close()
+                    if not idempotent:
+                        raise ProtocolError("connection closed before the response started") from None
             transport = self._transport = self._connect()
             try:
                 return self._exchange(transport, raw, expects_body, False)
@@ -399,9 +402,10 @@ class Connection:
         elif head.content_length is not None:
             length = head.content_length
             extra = len(data) - body_start - length
-            if extra < 0:
-                _Reader(transport, b"", 0).skip(-extra)
-                extra = 0
+            if extra < 0:  # the body goes on beyond the first read
+                reader = _Reader(transport, b"", 0)
+                reader.skip(-extra)
+                extra = reader.remaining()
         elif head.chunked:
             reader = _Reader(transport, data, body_start)
             length = read_chunked(reader)

@@ -53,6 +53,23 @@ def test_reconnects_when_a_server_closes_without_saying_so(scripted_server):
     assert server.connections == 2 and len(server.requests) == 4
 
 
+def test_only_idempotent_requests_are_sent_again_after_a_silent_close(scripted_server):
+    server = scripted_server([Reply(ok()), Reply(close=True), Reply(ok()), Reply(ok()), Reply(close=True)])
+    steps = [{"path": "/", "count": 2}, {"method": "POST", "path": "/", "count": 2}]
+    events = run_driver(server.url, steps)
+    # the second GET is sent again on a new connection; the second POST is not
+    assert [e["exception"] for e in events] == [None, None, None, "ProtocolError"]
+    assert len(server.requests) == 5 and server.connections == 2
+
+
+def test_bytes_beyond_content_length_close_the_connection(scripted_server):
+    big = b"x" * 200_000
+    server = scripted_server([Reply(ok(b"abc") + b"junk"), Reply(ok(big) + b"junk"), Reply(ok())])
+    events = run_driver(server.url, [{"path": "/", "count": 3}])
+    assert [(e["exception"], e["response_length"]) for e in events] == [(None, 3), (None, 200_000), (None, 2)]
+    assert server.connections == 3
+
+
 def test_chunked_bodies_are_counted_and_the_connection_kept(nginx_factory):
     backend = nginx_factory(CHUNKED_LOCATIONS)
     events = run_driver(backend.url, [{"path": "/chunked", "count": 3}, {"path": "/chunked-big", "count": 2},
