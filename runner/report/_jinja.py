@@ -34,7 +34,14 @@ def environment(*, autoescape: bool) -> Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        rps=fmt.rps, pct=fmt.percent, ms=fmt.ms, cpu=fmt.cpu, mib=fmt.mebibytes, signed_pct=fmt.signed_percent,
-        cell=_md_cell, slug=_slug, pretty=_pretty,
-    )  # fmt: skip
+        rps=fmt.rps,
+        pct=fmt.percent,
+        ms=fmt.ms,
+        cpu=fmt.cpu,
+        mib=fmt.mebibytes,
+        signed_pct=fmt.signed_percent,
+        cell=_md_cell,
+        slug=_slug,
+        pretty=_pretty,
+    )
     return env

@@ -80,8 +80,9 @@ def _knee_status(summary: RunSummary, threshold: float) -> Conclusion | None:
             f"Every configuration reached the {threshold:.0%} CPU knee, so each has a sizing figure.",
             f"{len(valid)} of {len(finished)} configurations saturated",
         )
-    others = "; ".join(f"{c.label}: {c.status}" + (f", {c.reason}" if c.reason else "")
-                       for c in finished if c not in valid)  # fmt: skip
+    others = "; ".join(
+        f"{c.label}: {c.status}" + (f", {c.reason}" if c.reason else "") for c in finished if c not in valid
+    )
     return Conclusion(
         f"{len(finished) - len(valid)} configuration(s) have no valid knee and are left out of the sizing.",
         f"{len(valid)} of {len(finished)} saturated; {others}",
@@ -95,8 +96,10 @@ def _linearity(fit: Fit) -> Conclusion:
     if fit.slope <= 0:
         text = "Knee RPS does not grow with Envoy's CPU limit: something other than Envoy limited throughput."
     elif len(fit.points) == 2:
-        text = (f"Each added Envoy core adds about {fit.slope:,.0f} RPS at the knee between {span}; two knees "
-                "cannot show whether the growth is linear.")  # fmt: skip
+        text = (
+            f"Each added Envoy core adds about {fit.slope:,.0f} RPS at the knee between {span}; two knees "
+            "cannot show whether the growth is linear."
+        )
     elif fit.r_squared >= LINEAR_R_SQUARED:
         text = f"Envoy's CPU limit decides throughput: each added core adds {fit.slope:,.0f} RPS at the knee."
     else:
@@ -114,11 +117,15 @@ def _scaling(fit: Fit) -> Conclusion | None:
     if abs(knee_x / cores_x - 1) <= 0.1:
         text = f"Knee RPS grows in proportion to the CPU limit: {knee_x:.2f}x the RPS for {cores_x:.2f}x the cores."
     elif knee_x > cores_x:
-        text = (f"Knee RPS grows faster than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): small "
-                "limits are less efficient, so size from the fit rather than one limit's RPS per core.")  # fmt: skip
+        text = (
+            f"Knee RPS grows faster than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): small "
+            "limits are less efficient, so size from the fit rather than one limit's RPS per core."
+        )
     else:
-        text = (f"Knee RPS grows slower than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): each "
-                "added core buys less, so size from the fit rather than one limit's RPS per core.")  # fmt: skip
+        text = (
+            f"Knee RPS grows slower than the CPU limit ({knee_x:.2f}x for {cores_x:.2f}x the cores): each "
+            "added core buys less, so size from the fit rather than one limit's RPS per core."
+        )
     return Conclusion(text, figure, "knee_vs_cores")
 
 
@@ -228,11 +235,14 @@ def conclusions(summary: RunSummary, fit: Fit | None, points: Sequence[KneePoint
         found += [_linearity(fit), _scaling(fit)]
     elif len(points) == 1:
         point = points[0]
-        found.append(Conclusion(
-            f"One knee: {point.rps_per_core:,.0f} RPS per core at {fmt.cpu(point.cpu_cores)}; sweep a second CPU "
-            "limit for a sizing rule.",
-            f"knee {point.rps:,.0f} RPS at {fmt.cpu(point.cpu_cores)}", "knee_vs_cores",
-        ))  # fmt: skip
+        found.append(
+            Conclusion(
+                f"One knee: {point.rps_per_core:,.0f} RPS per core at {fmt.cpu(point.cpu_cores)}; sweep a second CPU "
+                "limit for a sizing rule.",
+                f"knee {point.rps:,.0f} RPS at {fmt.cpu(point.cpu_cores)}",
+                "knee_vs_cores",
+            )
+        )
     found += [_baseline(summary), _latency(configs, threshold), _failures(steps), _agreement(steps)]
     found.append(_generator(steps))
     found.append(_memory(configs))

@@ -72,12 +72,16 @@ def compare_runs(a: RunSummary, b: RunSummary, threshold_pct: float = DEFAULT_TH
         raise UsageError(f"--threshold-pct must be 0 or more, got {threshold_pct:g}", "e.g. --threshold-pct 5")
     for name, run in (("A", a), ("B", b)):
         if not any(_valid_knee(c) is not None for c in run.configs):
-            raise UsageError(f"run {name} ({run.run_id}) has no valid knee to compare",
-                             "compare runs whose sweeps reached the threshold (see their reports)")  # fmt: skip
+            raise UsageError(
+                f"run {name} ({run.run_id}) has no valid knee to compare",
+                "compare runs whose sweeps reached the threshold (see their reports)",
+            )
     keys_a, keys_b = [c.key for c in a.configs], [c.key for c in b.configs]
     if not set(keys_a) & set(keys_b):
-        raise UsageError(f"runs {a.run_id} and {b.run_id} share no configuration",
-                         "compare two sweeps of the same Envoy CPU limits, memory and replicas")  # fmt: skip
+        raise UsageError(
+            f"runs {a.run_id} and {b.run_id} share no configuration",
+            "compare two sweeps of the same Envoy CPU limits, memory and replicas",
+        )
     rows = []
     for key in keys_a + [k for k in keys_b if k not in keys_a]:
         config_a, config_b = a.config(key), b.config(key)
@@ -86,20 +90,26 @@ def compare_runs(a: RunSummary, b: RunSummary, threshold_pct: float = DEFAULT_TH
             regression = knee_b is None or (knee_b - knee_a) / knee_a * 100 < -threshold_pct
         else:
             regression = False
-        rows.append(ComparisonRow(
-            label=(config_a or config_b).label,  # type: ignore[union-attr]
-            knee_a=knee_a, knee_b=knee_b,
-            status_a=config_a.status if config_a else None, status_b=config_b.status if config_b else None,
-            regression=regression,
-        ))  # fmt: skip
+        rows.append(
+            ComparisonRow(
+                label=(config_a or config_b).label,  # type: ignore[union-attr]
+                knee_a=knee_a,
+                knee_b=knee_b,
+                status_a=config_a.status if config_a else None,
+                status_b=config_b.status if config_b else None,
+                regression=regression,
+            )
+        )
     return Comparison(a.run_id, b.run_id, threshold_pct, tuple(rows))
 
 
 def format_comparison(comparison: Comparison) -> str:
     """A plain-text table and a verdict line, for the terminal and CI logs."""
     header = ("Configuration", "Knee A (RPS)", "Knee B (RPS)", "Change", "")
-    body = [(r.label, fmt.rps(r.knee_a), fmt.rps(r.knee_b), fmt.signed_percent(r.change_pct), r.note)
-            for r in comparison.rows]  # fmt: skip
+    body = [
+        (r.label, fmt.rps(r.knee_a), fmt.rps(r.knee_b), fmt.signed_percent(r.change_pct), r.note)
+        for r in comparison.rows
+    ]
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
 
     def line(cells: tuple[str, ...]) -> str:
@@ -110,8 +120,10 @@ def format_comparison(comparison: Comparison) -> str:
     lines += [line(row) for row in body]
     regressions = comparison.regressions
     if regressions:
-        lines.append(f"\n{len(regressions)} regression(s) beyond -{comparison.threshold_pct:g}%: "
-                     + ", ".join(r.label for r in regressions))  # fmt: skip
+        lines.append(
+            f"\n{len(regressions)} regression(s) beyond -{comparison.threshold_pct:g}%: "
+            + ", ".join(r.label for r in regressions)
+        )
     else:
         lines.append(f"\nno regression beyond -{comparison.threshold_pct:g}%")
     return "\n".join(lines)

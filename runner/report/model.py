@@ -147,8 +147,10 @@ class Report:
         if self.fit is None or self.fit.slope <= 0:
             return None
         sign = "-" if self.fit.intercept >= 0 else "+"
-        return (f"Envoy cores = (target RPS x {1 + self.headroom:g} {sign} {abs(self.fit.intercept):,.0f}) / "
-                f"{self.fit.slope:,.0f}, rounded up to 100m")  # fmt: skip
+        return (
+            f"Envoy cores = (target RPS x {1 + self.headroom:g} {sign} {abs(self.fit.intercept):,.0f}) / "
+            f"{self.fit.slope:,.0f}, rounded up to 100m"
+        )
 
 
 def _anchor(config: ConfigResult) -> str:
@@ -156,14 +158,22 @@ def _anchor(config: ConfigResult) -> str:
 
 
 def _step_row(step: dict[str, Any], steps: Sequence[dict[str, Any]], threshold: float) -> StepRow:
-    s = step
     return StepRow(
-        number=s["index"] + 1, users=s["users"], target_rps=s.get("target_rps"), rps=s["rps"],
-        envoy_rps=s.get("envoy_rps") or 0.0, cpu_min=s["cpu_utilization_min"], cpu_mean=s["cpu_utilization_mean"],
-        cpu_max=s["cpu_utilization_max"], p50_ms=s.get("p50_ms"), p95_ms=s.get("p95_ms"), p99_ms=s.get("p99_ms"),
-        fail_ratio=s.get("fail_ratio") or 0.0, analysis=step_analysis(s, steps, threshold),
-        at_limit=s["cpu_utilization_mean"] >= threshold,
-    )  # fmt: skip
+        number=step["index"] + 1,
+        users=step["users"],
+        target_rps=step.get("target_rps"),
+        rps=step["rps"],
+        envoy_rps=step.get("envoy_rps") or 0.0,
+        cpu_min=step["cpu_utilization_min"],
+        cpu_mean=step["cpu_utilization_mean"],
+        cpu_max=step["cpu_utilization_max"],
+        p50_ms=step.get("p50_ms"),
+        p95_ms=step.get("p95_ms"),
+        p99_ms=step.get("p99_ms"),
+        fail_ratio=step.get("fail_ratio") or 0.0,
+        analysis=step_analysis(step, steps, threshold),
+        at_limit=step["cpu_utilization_mean"] >= threshold,
+    )
 
 
 def _section(config: ConfigResult, threshold: float) -> ConfigSection:
@@ -171,22 +181,33 @@ def _section(config: ConfigResult, threshold: float) -> ConfigSection:
     rows = tuple(_step_row(s, steps, threshold) for s in steps)
     knee = config.knee
     return ConfigSection(
-        anchor=_anchor(config), label=config.label, status=config.status, reason=config.reason,
-        knee_rps=knee.rps if knee else None, knee_users=knee.users if knee else None, rows=rows,
-        steps=tuple(steps), cpu_cores=config.envoy.cpu,
-    )  # fmt: skip
+        anchor=_anchor(config),
+        label=config.label,
+        status=config.status,
+        reason=config.reason,
+        knee_rps=knee.rps if knee else None,
+        knee_users=knee.users if knee else None,
+        rows=rows,
+        steps=tuple(steps),
+        cpu_cores=config.envoy.cpu,
+    )
 
 
 def _knee_row(config: ConfigResult) -> KneeRow:
     contour = config.contour
     valid = config.status == "saturated" and config.knee is not None
     return KneeRow(
-        anchor=_anchor(config), cpu_cores=config.envoy.cpu, memory=config.envoy.memory,
-        concurrency=config.envoy.concurrency, replicas=config.backend.replicas,
+        anchor=_anchor(config),
+        cpu_cores=config.envoy.cpu,
+        memory=config.envoy.memory,
+        concurrency=config.envoy.concurrency,
+        replicas=config.backend.replicas,
         contour=f"{fmt.cpu(contour.cpu)} CPU / {contour.memory or '-'}" if contour and contour.cpu else "-",
-        knee_rps=config.knee.rps if valid else None, knee_users=config.knee.users if valid else None,
-        status=config.status, reason=config.reason,
-    )  # fmt: skip
+        knee_rps=config.knee.rps if valid else None,
+        knee_users=config.knee.users if valid else None,
+        status=config.status,
+        reason=config.reason,
+    )
 
 
 def _duration(start: str, end: str | None) -> str:
@@ -247,12 +268,18 @@ def _environment(summary: RunSummary, scenario: dict[str, Any]) -> tuple[EnvRow,
     if interval:
         prometheus += f"; {interval:g} s scrape interval"
     memory = machine.get("memory_bytes")
-    host = ", ".join(str(part) for part in (
-        machine.get("cpu_model"), f"{machine.get('cpu_cores')} cores" if machine.get("cpu_cores") else None,
-        f"{memory / _GIB:.1f} GiB" if memory else None, f"Linux {machine['kernel']}" if machine.get("kernel") else None,
-        f"cgroup v{env['cgroup_version']}" if env.get("cgroup_version") else None,
-        f"Python {machine['python']}" if machine.get("python") else None,
-    ) if part)  # fmt: skip
+    host = ", ".join(
+        str(part)
+        for part in (
+            machine.get("cpu_model"),
+            f"{machine.get('cpu_cores')} cores" if machine.get("cpu_cores") else None,
+            f"{memory / _GIB:.1f} GiB" if memory else None,
+            f"Linux {machine['kernel']}" if machine.get("kernel") else None,
+            f"cgroup v{env['cgroup_version']}" if env.get("cgroup_version") else None,
+            f"Python {machine['python']}" if machine.get("python") else None,
+        )
+        if part
+    )
     rows = [
         EnvRow("Envoy", "Gateway data plane: the system under test", envoy),
         EnvRow("Contour", "Gateway control plane", contour),
@@ -269,10 +296,14 @@ def _environment(summary: RunSummary, scenario: dict[str, Any]) -> tuple[EnvRow,
 
 def _reproduce(summary: RunSummary) -> tuple[str, ...]:
     overrides = summary.environment.get("overrides") or {}
-    make = " ".join([f"SCENARIO={shlex.quote(summary.scenario)}"]
-                    + [f"{k.upper()}={shlex.quote(str(v))}" for k, v in overrides.items()])  # fmt: skip
-    cli = " ".join([f"--scenario {shlex.quote(summary.scenario)}"]
-                   + [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in overrides.items()])  # fmt: skip
+    make = " ".join(
+        [f"SCENARIO={shlex.quote(summary.scenario)}"]
+        + [f"{k.upper()}={shlex.quote(str(v))}" for k, v in overrides.items()]
+    )
+    cli = " ".join(
+        [f"--scenario {shlex.quote(summary.scenario)}"]
+        + [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in overrides.items()]
+    )
     return (
         f"make sweep {make}",
         f"gateway-sizer sweep {cli}",
@@ -286,11 +317,14 @@ def _baseline(summary: RunSummary) -> Baseline | None:
     if measured is None or not measured.direct.get("rps"):
         return None
     return Baseline(
-        users=measured.users, envoy_cpu=measured.envoy_cpu,
-        direct_rps=float(measured.direct["rps"]), gateway_rps=float(measured.gateway.get("rps") or 0.0),
-        direct_p95_ms=measured.direct.get("p95_ms"), gateway_p95_ms=measured.gateway.get("p95_ms"),
+        users=measured.users,
+        envoy_cpu=measured.envoy_cpu,
+        direct_rps=float(measured.direct["rps"]),
+        gateway_rps=float(measured.gateway.get("rps") or 0.0),
+        direct_p95_ms=measured.direct.get("p95_ms"),
+        gateway_p95_ms=measured.gateway.get("p95_ms"),
         gateway_cpu=measured.gateway.get("cpu_utilization_mean"),
-    )  # fmt: skip
+    )
 
 
 def _no_fit_reason(points: Sequence[KneePoint]) -> str:
@@ -310,8 +344,11 @@ def build_report(
     examples = tuple(recommend(fit, t, headroom) for t in example_targets(fit)) if fit and fit.slope > 0 else ()
     notes = []
     if summary.status != "complete":
-        notes.append(f"The run is {summary.status}" + (f" ({summary.reason})" if summary.reason else "")
-                     + ": this report covers the configurations that finished.")  # fmt: skip
+        notes.append(
+            f"The run is {summary.status}"
+            + (f" ({summary.reason})" if summary.reason else "")
+            + ": this report covers the configurations that finished."
+        )
     return Report(
         run_id=summary.run_id,
         title="Envoy gateway sizing report",

@@ -86,8 +86,13 @@ def _knee_vs_cores(report: Report) -> Plot | None:
         if fit is not None:
             low = max(0.0, -fit.intercept / fit.slope) if fit.slope > 0 and fit.intercept < 0 else 0.0
             xs = [low, top]
-            ax.plot(xs, [fit.rps_at(x) for x in xs], "--", color=COLORS[1],
-                    label=f"fit: {fit.slope:,.0f} RPS/core, R² {fit.r_squared:.3f}")  # fmt: skip
+            ax.plot(
+                xs,
+                [fit.rps_at(x) for x in xs],
+                "--",
+                color=COLORS[1],
+                label=f"fit: {fit.slope:,.0f} RPS/core, R² {fit.r_squared:.3f}",
+            )
         ax.set_xlim(0, top)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Envoy CPU limit (cores)")
@@ -107,8 +112,9 @@ def _rps_vs_users(report: Report) -> Plot | None:
 
     def draw(ax: Axes) -> None:
         for i, section in enumerate(report.configs):
-            ax.plot([r.users for r in section.rows], [r.rps for r in section.rows], "o-", color=_color(i),
-                    label=labels[i])  # fmt: skip
+            ax.plot(
+                [r.users for r in section.rows], [r.rps for r in section.rows], "o-", color=_color(i), label=labels[i]
+            )
             if section.knee_rps is not None and section.knee_users is not None:
                 ax.plot(section.knee_users, section.knee_rps, "*", ms=14, color=_color(i), markeredgecolor="black")
         ax.set_xlabel("concurrent users")
@@ -132,13 +138,19 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
             rows = sorted(section.rows, key=lambda r: r.rps)
             means = [r.cpu_mean * 100 for r in rows]
             spread = [[(r.cpu_mean - r.cpu_min) * 100 for r in rows], [(r.cpu_max - r.cpu_mean) * 100 for r in rows]]
-            ax.errorbar([r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i),
-                        label=labels[i])  # fmt: skip
+            ax.errorbar(
+                [r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i), label=labels[i]
+            )
             if section.knee_rps is not None:
                 ax.plot(section.knee_rps, report.threshold * 100, "*", ms=14, color=_color(i), markeredgecolor="black")
         ax.axhline(report.threshold * 100, color="black", linestyle=":", linewidth=1.2)
-        ax.annotate(f"{report.threshold:.0%} threshold", (0, report.threshold * 100),
-                    xycoords=("axes fraction", "data"), xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            f"{report.threshold:.0%} threshold",
+            (0, report.threshold * 100),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
         ax.set_xlabel("throughput (RPS, Locust)")
         ax.set_ylabel("Envoy CPU utilization (% of limit)")
         ax.set_xlim(left=0)
@@ -163,9 +175,11 @@ def _latency_vs_rps(report: Report) -> Plot | None:
             rows = sorted((r for r in section.rows if r.p95_ms is not None), key=lambda r: r.rps)
             worst = max(worst, *(v for r in rows for v in (r.p95_ms, r.p99_ms) if v is not None))
             xs = [r.rps for r in rows]
-            for style, values in ((_PERCENTILE_STYLES["p95"], [r.p95_ms for r in rows]),
-                                  (_PERCENTILE_STYLES["p99"], [r.p99_ms for r in rows]),
-                                  (_PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows])):  # fmt: skip
+            for style, values in (
+                (_PERCENTILE_STYLES["p95"], [r.p95_ms for r in rows]),
+                (_PERCENTILE_STYLES["p99"], [r.p99_ms for r in rows]),
+                (_PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows]),
+            ):
                 ax.plot(xs, [_ms(v) for v in values], color=_color(i), **style)
             if section.knee_rps is not None:
                 ax.axvline(section.knee_rps, color=_color(i), linewidth=0.8, alpha=0.6)
@@ -177,8 +191,10 @@ def _latency_vs_rps(report: Report) -> Plot | None:
         ax.set_xlim(left=0)
         ax.xaxis.set_major_formatter("{x:,.0f}")
         configs = [Line2D([], [], color=_color(i), marker="o", label=label) for i, label in enumerate(labels)]
-        styles = [Line2D([], [], color="#555555", label=name, **{k: v for k, v in style.items() if k != "marker"})
-                  for name, style in _PERCENTILE_STYLES.items()]  # fmt: skip
+        styles = [
+            Line2D([], [], color="#555555", label=name, **{k: v for k, v in style.items() if k != "marker"})
+            for name, style in _PERCENTILE_STYLES.items()
+        ]
         ax.add_artist(ax.legend(handles=configs, loc="upper left", frameon=False, fontsize="small"))
         ax.legend(handles=styles, loc="upper right", frameon=False, fontsize="small", ncol=3)
 

@@ -182,8 +182,10 @@ def _round_up(value: float, step: float) -> float:
 def check_request(target_rps: float, headroom: float) -> None:
     """UsageError for a target or headroom that means nothing: not positive, negative, not finite."""
     if not math.isfinite(target_rps) or target_rps <= 0:
-        raise UsageError(f"--target-rps must be a positive number of requests per second, got {target_rps:g}",
-                         "e.g. --target-rps 5000")  # fmt: skip
+        raise UsageError(
+            f"--target-rps must be a positive number of requests per second, got {target_rps:g}",
+            "e.g. --target-rps 5000",
+        )
     if not math.isfinite(headroom) or headroom < 0:
         raise UsageError(f"--headroom must be 0 or more, got {headroom:g}", "0.3 puts the knee 30% above the target")
 
@@ -219,8 +221,10 @@ def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -
 def format_recommendation(rec: Recommendation, run_id: str) -> str:
     """What `gateway-sizer recommend` prints: the resources, how they were reached, and every warning."""
     if rec.memory_bytes is not None:
-        memory = (f"{rec.memory:<7} (peak working set {fmt.mebibytes(rec.peak_memory_bytes)}, +{rec.headroom:.0%}, "
-                  f"rounded up to {format_memory(MEMORY_STEP_BYTES)})")  # fmt: skip
+        memory = (
+            f"{rec.memory:<7} (peak working set {fmt.mebibytes(rec.peak_memory_bytes)}, +{rec.headroom:.0%}, "
+            f"rounded up to {format_memory(MEMORY_STEP_BYTES)})"
+        )
     else:
         memory = "not measured in this run: keep the limit it ran with"
     knee = f"a knee at {rec.required_rps:,.0f} RPS"

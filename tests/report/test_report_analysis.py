@@ -9,8 +9,16 @@ from runner.report.sizing import KneePoint, fit_knees, knee_points
 
 
 def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> dict:
-    return {"index": 0, "users": users, "target_rps": None, "rps": users * 100.0, "cpu_utilization_mean": mean,
-            "p95_ms": p95, "fail_ratio": fail_ratio, "failures": failures}  # fmt: skip
+    return {
+        "index": 0,
+        "users": users,
+        "target_rps": None,
+        "rps": users * 100.0,
+        "cpu_utilization_mean": mean,
+        "p95_ms": p95,
+        "fail_ratio": fail_ratio,
+        "failures": failures,
+    }
 
 
 def test_step_sentences_follow_utilization_like_the_reference_report():

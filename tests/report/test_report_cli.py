@@ -25,7 +25,11 @@ def test_report_writes_markdown_html_and_plots_into_the_run(tmp_path: Path):
     assert result.stdout.splitlines() == [f"wrote {run_dir / 'report.md'}", f"wrote {run_dir / 'report.html'}"]
     assert (run_dir / "report.md").read_text().startswith("# Envoy gateway sizing report")
     assert sorted(p.name for p in (run_dir / "plots").iterdir()) == [
-        "cpu_vs_rps.png", "knee_vs_cores.png", "latency_vs_rps.png", "rps_vs_users.png"]  # fmt: skip
+        "cpu_vs_rps.png",
+        "knee_vs_cores.png",
+        "latency_vs_rps.png",
+        "rps_vs_users.png",
+    ]
     assert not list(run_dir.rglob(".*.tmp"))
 
 
@@ -60,11 +64,17 @@ def test_recommend_rejects_nonsense_in_one_line(tmp_path: Path):
 def test_recommend_needs_two_valid_knees(tmp_path: Path):
     one = fixture_summary()
     one.configs[1].status, one.configs[1].reason = "invalid", "add Locust workers: generator at 97% CPU"
-    _one_clear_line(run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "one"))),
-                    "only one Envoy CPU limit (150m)", "make sweep ENVOY_CPUS=")  # fmt: skip
+    _one_clear_line(
+        run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "one"))),
+        "only one Envoy CPU limit (150m)",
+        "make sweep ENVOY_CPUS=",
+    )
     one.configs[0].status = "failed"
-    _one_clear_line(run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "none"))),
-                    "has no valid knee", "generator at 97% CPU")  # fmt: skip
+    _one_clear_line(
+        run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "none"))),
+        "has no valid knee",
+        "generator at 97% CPU",
+    )
 
 
 def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):

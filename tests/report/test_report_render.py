@@ -63,8 +63,12 @@ def test_markdown_has_the_answer_first_then_the_reference_tables():
 def test_every_plot_is_a_png_the_markdown_links_and_the_html_embeds():
     files = _render()
     plots = sorted(name for name in files if name.startswith("plots/"))
-    assert plots == ["plots/cpu_vs_rps.png", "plots/knee_vs_cores.png", "plots/latency_vs_rps.png",
-                     "plots/rps_vs_users.png"]  # fmt: skip
+    assert plots == [
+        "plots/cpu_vs_rps.png",
+        "plots/knee_vs_cores.png",
+        "plots/latency_vs_rps.png",
+        "plots/rps_vs_users.png",
+    ]
     md, html = files["report.md"].decode(), files["report.html"].decode()
     for name in plots:
         assert files[name].startswith(PNG)
@@ -103,8 +107,9 @@ def test_an_interrupted_run_reports_what_finished():
     summary.status, summary.reason, summary.finished_at = "interrupted", "stopped by Ctrl-C or SIGTERM", None
     summary.configs[1].status, summary.configs[1].knee = "running", None
     report = build_report(summary)
-    assert report.notes == ("The run is interrupted (stopped by Ctrl-C or SIGTERM): this report covers the "
-                            "configurations that finished.",)  # fmt: skip
+    assert report.notes == (
+        "The run is interrupted (stopped by Ctrl-C or SIGTERM): this report covers the configurations that finished.",
+    )
     md = render_files(summary)["report.md"].decode()
     assert "| 300m | 256Mi | 1 | 1 | - | - | - | running |  |" in md
     assert "Duration | - |" in md
@@ -113,8 +118,12 @@ def test_an_interrupted_run_reports_what_finished():
 def test_a_measured_baseline_gets_its_section_and_conclusion():
     summary = fixture_summary()
     assert "Baseline" not in render_files(summary)["report.md"].decode()
-    summary.baseline = BaselineResult(users=20, envoy_cpu=0.3, direct={"rps": 4000.0, "p95_ms": 3.0},
-                                      gateway={"rps": 3280.0, "p95_ms": 9.0, "cpu_utilization_mean": 0.97})  # fmt: skip
+    summary.baseline = BaselineResult(
+        users=20,
+        envoy_cpu=0.3,
+        direct={"rps": 4000.0, "p95_ms": 3.0},
+        gateway={"rps": 3280.0, "p95_ms": 9.0, "cpu_utilization_mean": 0.97},
+    )
     files = render_files(summary)
     md, html = files["report.md"].decode(), files["report.html"].decode()
     assert "through the gateway it serves **82% of direct**" in md
