@@ -8,7 +8,7 @@ CACHE ?= $(if $(GATEWAY_SIZER_CACHE),$(GATEWAY_SIZER_CACHE),$(HOME)/.cache/gatew
 export GATEWAY_SIZER_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 SIZER := $(BIN)/gateway-sizer
-APT_PACKAGES := prometheus wrk
+APT_PACKAGES := prometheus wrk chromium
 PYTEST_ARGS ?=
 
 # Sweep overrides (empty = the scenario's value).
@@ -66,6 +66,24 @@ testbed-up: setup ## start the local test bed by hand (Locust web UI on 127.0.0.
 
 testbed-down: setup ## stop the local test bed
 	$(SIZER) testbed down
+
+# Report, sizing and comparison (RUN: a run directory or id; empty = results/latest).
+RUN ?=
+TARGET_RPS ?=
+HEADROOM ?=
+A ?=
+B ?=
+THRESHOLD_PCT ?=
+.PHONY: report recommend compare
+
+report: setup ## write report.md and report.html into a run (RUN=results/<id>, default the latest)
+	$(SIZER) report $(if $(RUN),'$(RUN)')
+
+recommend: setup ## Envoy CPU and memory for a load (TARGET_RPS=5000 [HEADROOM=0.3] [RUN=...])
+	$(SIZER) recommend --target-rps '$(TARGET_RPS)' $(if $(HEADROOM),--headroom '$(HEADROOM)') $(if $(RUN),--run '$(RUN)')
+
+compare: setup ## two runs' knees side by side, fails on a regression (A=... B=... [THRESHOLD_PCT=5])
+	$(SIZER) compare '$(A)' '$(B)' $(if $(THRESHOLD_PCT),--threshold-pct '$(THRESHOLD_PCT)')
 
 lint: setup ## ruff
 	$(BIN)/ruff check runner locustfiles tests bench

@@ -214,6 +214,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from runner.results import load_summary, resolve_run
 
     threshold = _number(args.threshold_pct, "--threshold-pct", "5")
+    if not (args.run_a and args.run_b):
+        raise UsageError("compare needs two runs", "gateway-sizer compare RUN_A RUN_B (make compare A=... B=...)")
     runs = [load_summary(resolve_run(name)) for name in (args.run_a, args.run_b)]
     comparison = compare_runs(*runs, threshold_pct=threshold)
     print(format_comparison(comparison))

@@ -91,6 +91,7 @@ def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):
     assert run_sizer("compare", str(a), str(b), "--threshold-pct", "10").returncode == 0
     _one_clear_line(run_sizer("compare", str(a), str(b), "--threshold-pct", "-2"), "--threshold-pct must be 0 or more")
     _one_clear_line(run_sizer("compare", str(a), str(tmp_path / "nowhere")), "no run found")
+    _one_clear_line(run_sizer("compare", "", ""), "compare needs two runs")  # what `make compare` alone passes
 
 
 def test_a_sweep_that_ended_early_still_gets_its_report(tmp_path: Path, capsys):

@@ -1,0 +1,86 @@
+"""report.html in headless Chromium: tables and plots present and visible, the answer on the first screen, no errors.
+
+Leaves screenshots in the run directory and copies under /tmp/gateway-sizer-report/ to look at.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_sizer
+from headless_chromium import Chromium
+from PIL import Image
+from report_data import copy_run
+
+SCREENSHOT_COPIES = Path("/tmp/gateway-sizer-report")
+WIDTH, HEIGHT = 1280, 900
+
+LAYOUT = """JSON.stringify((() => {
+  const box = el => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return {top: r.top + scrollY, width: r.width, height: r.height,
+            shown: s.display !== 'none' && s.visibility !== 'hidden' && parseFloat(s.opacity) > 0}; };
+  return {
+    viewport: innerHeight,
+    tables: [...document.querySelectorAll('table')].map(t => ({id: t.id || t.className, rows: t.rows.length,
+                                                               ...box(t)})),
+    images: [...document.images].map(i => ({alt: i.alt, complete: i.complete, natural: i.naturalWidth, ...box(i)})),
+    answer: {text: document.querySelector('#rps-per-core').textContent,
+             ...box(document.querySelector('#rps-per-core'))},
+    answerBox: {left: document.querySelector('.big').getBoundingClientRect().left,
+                ...box(document.querySelector('.big'))},
+    rule: document.querySelector('#sizing-rule').textContent,
+    headings: [...document.querySelectorAll('h2')].map(h => h.textContent),
+  };
+})())"""
+
+
+@pytest.mark.slow
+def test_report_html_renders_in_chromium(tmp_path: Path):
+    run_dir = copy_run(tmp_path)
+    result = run_sizer("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    with Chromium(WIDTH, HEIGHT) as chromium:
+        chromium.open(run_dir / "report.html")
+        page = json.loads(chromium.evaluate(LAYOUT))
+        first_screen = chromium.screenshot()
+        full_page = chromium.screenshot(full_page=True)
+        errors, urls = chromium.errors(), chromium.requested_urls()
+    (run_dir / "report-screenshot.png").write_bytes(first_screen)
+    (run_dir / "report-fullpage.png").write_bytes(full_page)
+    SCREENSHOT_COPIES.mkdir(exist_ok=True)
+    for name in ("report-screenshot.png", "report-fullpage.png", "report.html"):
+        shutil.copy(run_dir / name, SCREENSHOT_COPIES / name)
+
+    assert errors == [], errors
+    assert [u for u in urls if not u.startswith(("file://", "data:"))] == []
+
+    tables = {t["id"]: t for t in page["tables"]}
+    assert list(tables) == ["knee-table", "examples-table", "steps", "environment-table", "run-table"]
+    assert len(page["tables"]) == 6  # two step tables share the class
+    for table in page["tables"]:
+        assert table["shown"] and table["width"] > 600 and table["height"] > 50, table
+    assert tables["knee-table"]["rows"] == 3 and tables["examples-table"]["rows"] == 5
+
+    assert len(page["images"]) == 4
+    for image in page["images"]:
+        assert image["complete"] and image["natural"] > 0, image
+        assert image["shown"] and image["width"] > 300 and image["height"] > 150, image
+
+    # what a capacity-review reader sees first: RPS per core, the sizing rule, the knee table
+    assert page["answer"]["text"] == "8,534" and page["answer"]["shown"]
+    assert page["answer"]["top"] < 200
+    assert page["rule"] == "Envoy cores = (target RPS \u00d7 1.3 + 756) / 8,534, rounded up to 100m"
+    knee_table = tables["knee-table"]
+    assert knee_table["top"] + knee_table["height"] < page["viewport"]
+    assert page["headings"][:2] == ["Knees", "Conclusions"]
+
+    shot = Image.open(io.BytesIO(first_screen)).convert("RGB")
+    assert shot.size == (WIDTH, HEIGHT)
+    assert len(shot.getcolors(maxcolors=1_000_000)) > 50  # text and the answer box, not a blank page
+    answer_box = page["answerBox"]
+    inside = (round(answer_box["left"] + answer_box["width"] / 2), round(answer_box["top"] + 4))  # its top padding
+    assert shot.getpixel(inside) == (31, 95, 191)  # the answer box is drawn, in its blue
