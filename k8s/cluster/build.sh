@@ -31,6 +31,9 @@ for arg in "$@"; do
 done
 [ ${#requested[@]} -gt 0 ] || requested=("${ALL_COMPONENTS[@]}")
 
+for c in "${requested[@]}"; do  # unknown names fail here, before any build starts
+    case $c in contour-module|kubernetes-module) ;; *) component_path "$c" >/dev/null ;; esac
+done
 go_env
 
 # Download a module (once) and print its source folder.

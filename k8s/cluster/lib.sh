@@ -1,6 +1,8 @@
 # Shared settings and helpers for the k8s/cluster scripts. Sourced, not executed.
 # shellcheck shell=bash
 
+shopt -s inherit_errexit  # set -e also inside $(...)
+
 # Versions: the cache is keyed by these, so a warm cache rebuilds nothing.
 K8S_VERSION=v1.34.4              # k8s.io/kubernetes
 K8S_STAGING_VERSION=v0.34.4      # k8s.io/<staging module> matching K8S_VERSION
