@@ -89,7 +89,7 @@ build_prometheus() {
 go_install() {  # target pkg@version ldflags
     local gobin
     gobin=$(mktemp -d "$CACHE/tmp.XXXXXX")
-    GOBIN=$gobin go install -trimpath -ldflags "-s -w $3" "$2"
+    GOBIN=$gobin go install -trimpath -ldflags "-s -w $3" "$2" || { rm -rf "$gobin"; return 1; }
     mv "$gobin/$(basename "${2%@*}")" "$1"
     rmdir "$gobin"
 }

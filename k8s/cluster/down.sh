@@ -42,13 +42,23 @@ our_processes() {
     done
 }
 
-# Processes inside the cluster's cgroup folders (containers whose shim is gone).
+# Cgroup folders this cluster made: the kubepods/k8s.io folders that were not there before up.sh
+# (a machine that is also a real node keeps its own).
+our_cgroups() {
+    local h n
+    [ -f "$STATE_DIR/cgroups.before" ] || return 0
+    for h in /sys/fs/cgroup/*/; do
+        for n in "${CGROUP_NAMES[@]}"; do
+            [ -d "$h$n" ] && ! grep -qx "$h$n" "$STATE_DIR/cgroups.before" && echo "$h$n"
+        done
+    done
+    return 0
+}
+
+# Processes inside those folders (containers whose shim is gone).
 cgroup_processes() {
-    local n
-    for n in "${CGROUP_NAMES[@]}"; do
-        find "/sys/fs/cgroup/pids/$n" "/sys/fs/cgroup/memory/$n" "/sys/fs/cgroup/cpu/$n" \
-            -name cgroup.procs -exec cat {} + 2>/dev/null || true
-    done | sort -un
+    local d
+    for d in $(our_cgroups); do find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null || true; done | sort -un
 }
 
 # ---------------------------------------------------------------- pods, then node daemons
@@ -147,17 +157,10 @@ if [ "$have_state" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------- cgroup folders
-if [ "$have_state" = 1 ]; then
-    for h in /sys/fs/cgroup/*/; do
-        for n in "${CGROUP_NAMES[@]}"; do
-            d=$h$n
-            [ -d "$d" ] || continue
-            grep -qx "$d" "$STATE_DIR/cgroups.before" && continue
-            find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-            [ -d "$d" ] && log "warning: cannot remove cgroup folder $d"
-        done
-    done
-fi
+for d in $(our_cgroups); do
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ -d "$d" ] && log "warning: cannot remove cgroup folder $d"
+done
 
 # ---------------------------------------------------------------- sysctls
 # Counters and read-only keys never count; a key printed on several lines (a list) is left alone.
