@@ -8,8 +8,12 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.errors import SizerError, UsageError
+
+if TYPE_CHECKING:
+    from runner.results import RunSummary
 
 EXIT_INTERRUPTED = 130
 
@@ -156,7 +160,7 @@ def _number(text: str, flag: str, example: str) -> float:
         raise UsageError(f"{flag} must be a number, got {text!r}", f"e.g. {flag} {example}") from None
 
 
-def _write_report(run_dir: Path, summary) -> None:
+def _write_report(run_dir: Path, summary: RunSummary) -> None:
     """report.md, report.html and plots/*.png into the run directory, each replaced atomically."""
     from runner.report import read_scenario, render_files
 
@@ -168,7 +172,7 @@ def _write_report(run_dir: Path, summary) -> None:
         os.replace(tmp, path)
 
 
-def _report_after_sweep(run_dir: Path, summary) -> None:
+def _report_after_sweep(run_dir: Path, summary: RunSummary) -> None:
     """The report at the end of a sweep, also one that ended early; a failing report never hides the sweep's end."""
     if not any(config.finished for config in summary.configs):
         return

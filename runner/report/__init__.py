@@ -11,7 +11,7 @@ import yaml
 
 from runner.results import RunSummary
 
-__all__ = ["PLOT_DIR", "render_files"]
+__all__ = ["PLOT_DIR", "read_scenario", "render_files"]
 
 PLOT_DIR = "plots"
 

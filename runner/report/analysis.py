@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.quantities import parse_memory
 from runner.report import formatting as fmt
-from runner.report.sizing import LINEAR_R_SQUARED, Fit, KneePoint
+from runner.report.sizing import LINEAR_R_SQUARED, Fit, KneePoint, valid_knee
 from runner.results import ConfigResult, RunSummary
 
 __all__ = ["Conclusion", "conclusions", "offered", "step_analysis"]
@@ -74,7 +74,7 @@ def _knee_status(summary: RunSummary, threshold: float) -> Conclusion | None:
     finished = [c for c in summary.configs if c.status != "running"]
     if not finished:
         return None
-    valid = [c for c in finished if c.status == "saturated" and c.knee is not None]
+    valid = [c for c in finished if valid_knee(c) is not None]
     if len(valid) == len(finished):
         return Conclusion(
             f"Every configuration reached the {threshold:.0%} CPU knee, so each has a sizing figure.",

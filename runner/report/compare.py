@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from runner.errors import UsageError
 from runner.report import formatting as fmt
+from runner.report.sizing import valid_knee
 from runner.results import ConfigResult, RunSummary
 
 __all__ = ["DEFAULT_THRESHOLD_PCT", "Comparison", "ComparisonRow", "compare_runs", "format_comparison"]
@@ -19,9 +20,8 @@ DEFAULT_THRESHOLD_PCT = 5.0
 
 
 def _valid_knee(config: ConfigResult | None) -> float | None:
-    if config is None or config.status != "saturated" or config.knee is None:
-        return None
-    return config.knee.rps
+    knee = valid_knee(config) if config is not None else None
+    return knee.rps if knee is not None else None
 
 
 @dataclass(frozen=True)

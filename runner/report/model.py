@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from runner.console import percent_range
 from runner.report import formatting as fmt
 from runner.report.analysis import Conclusion, conclusions, offered, step_analysis
 from runner.report.sizing import (
@@ -23,6 +24,7 @@ from runner.report.sizing import (
     fit_knees,
     knee_points,
     recommend,
+    valid_knee,
 )
 from runner.results import ConfigResult, RunSummary
 
@@ -59,7 +61,7 @@ class StepRow:
 
     @property
     def cpu_range(self) -> str:
-        return f"{fmt.percent(self.cpu_min)}-{fmt.percent(self.cpu_max)}"
+        return percent_range(self.cpu_min, self.cpu_max)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,6 @@ class ConfigSection:
     knee_rps: float | None
     knee_users: float | None
     rows: tuple[StepRow, ...]
-    steps: tuple[dict[str, Any], ...]
     cpu_cores: float
 
 
@@ -179,7 +180,7 @@ def _step_row(step: dict[str, Any], steps: Sequence[dict[str, Any]], threshold: 
 def _section(config: ConfigResult, threshold: float) -> ConfigSection:
     steps = sorted(config.steps, key=lambda s: (offered(s), s["index"]))
     rows = tuple(_step_row(s, steps, threshold) for s in steps)
-    knee = config.knee
+    knee = valid_knee(config)
     return ConfigSection(
         anchor=_anchor(config),
         label=config.label,
@@ -188,14 +189,13 @@ def _section(config: ConfigResult, threshold: float) -> ConfigSection:
         knee_rps=knee.rps if knee else None,
         knee_users=knee.users if knee else None,
         rows=rows,
-        steps=tuple(steps),
         cpu_cores=config.envoy.cpu,
     )
 
 
 def _knee_row(config: ConfigResult) -> KneeRow:
     contour = config.contour
-    valid = config.status == "saturated" and config.knee is not None
+    knee = valid_knee(config)
     return KneeRow(
         anchor=_anchor(config),
         cpu_cores=config.envoy.cpu,
@@ -203,8 +203,8 @@ def _knee_row(config: ConfigResult) -> KneeRow:
         concurrency=config.envoy.concurrency,
         replicas=config.backend.replicas,
         contour=f"{fmt.cpu(contour.cpu)} CPU / {contour.memory or '-'}" if contour and contour.cpu else "-",
-        knee_rps=config.knee.rps if valid else None,
-        knee_users=config.knee.users if valid else None,
+        knee_rps=knee.rps if knee else None,
+        knee_users=knee.users if knee else None,
         status=config.status,
         reason=config.reason,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from runner.errors import UsageError
 from runner.quantities import format_cpu, format_memory
 from runner.report import formatting as fmt
-from runner.results import RunSummary
+from runner.results import ConfigResult, KneeModel, RunSummary
 
 __all__ = [
     "DEFAULT_HEADROOM",
@@ -27,6 +27,7 @@ __all__ = [
     "knee_points",
     "recommend",
     "require_fit",
+    "valid_knee",
 ]
 
 DEFAULT_HEADROOM = 0.3
@@ -130,15 +131,21 @@ class Recommendation:
         return format_memory(self.memory_bytes) if self.memory_bytes else "-"
 
 
+def valid_knee(config: ConfigResult) -> KneeModel | None:
+    """A configuration's knee when it counts: the configuration ended `saturated` (no guard fired)."""
+    return config.knee if config.status == "saturated" else None
+
+
 def knee_points(summary: RunSummary) -> list[KneePoint]:
-    """Configurations that ended `saturated` with a knee: the only knees sizing may use."""
+    """The valid knees: the only ones sizing may use."""
     points = []
     for config in summary.configs:
-        if config.status != "saturated" or config.knee is None:
+        knee = valid_knee(config)
+        if knee is None:
             continue
         memory = max((s.get("envoy_memory_bytes") or 0.0 for s in config.steps), default=0.0)
         peak_rps = max((s.get("rps") or 0.0 for s in config.steps), default=0.0)
-        points.append(KneePoint(config.label, config.envoy.cpu, config.knee.rps, memory, peak_rps))
+        points.append(KneePoint(config.label, config.envoy.cpu, knee.rps, memory, peak_rps))
     return points
 
 

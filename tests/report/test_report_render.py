@@ -99,6 +99,7 @@ def test_status_and_reason_are_rendered_whatever_they_are():
     status = '<span class="status status-invalid">invalid</span>'
     assert f"{status}: add Locust workers: generator at 97% CPU &lt;b&gt;|" in html
     assert 'class="nofit"' in html and 'id="rps-per-core"' not in html
+    assert "Status **invalid**: add Locust workers" in md  # its interpolated knee is not presented as one
     assert "plots/knee_vs_cores.png" in files  # one knee is still plotted
 
 
