@@ -249,6 +249,24 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
     compare.set_defaults(func=cmd_compare)
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    from runner.platforms.kubernetes.connection import connect
+    from runner.platforms.kubernetes.originals import ClusterChanges, undo
+    from runner.results import resolve_run
+    from runner.scenario import load_scenario
+
+    run_dir = resolve_run(args.run)
+    changes = ClusterChanges.load(run_dir)
+    if not changes.pending:
+        print(f"nothing to restore: {run_dir.name} left no changes behind")
+        return 0
+    k8s = load_scenario(str(run_dir / "scenario.yaml")).kubernetes
+    cluster = connect(k8s.kubeconfig, k8s.context)
+    for line in undo(cluster, changes, k8s.rollout_timeout_s, wait=not args.no_wait):
+        print(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -275,6 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     down = actions.add_parser("down", help="stop the test bed and remove what crashed runs left behind")
     down.add_argument("--all", action="store_true", help="also stop test beds of runs still going")
     down.set_defaults(func=cmd_testbed_down)
+
+    restore = commands.add_parser("restore", help="undo what a kubernetes run changed in its cluster")
+    restore.add_argument("run", help="the run directory (or run id) whose changes to undo")
+    restore.add_argument("--no-wait", action="store_true", help="do not wait for the rollouts")
+    restore.set_defaults(func=cmd_restore)
     _report_commands(commands)
     return parser
 

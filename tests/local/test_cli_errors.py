@@ -6,7 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import run_sizer
+from sizer_testing import run_sizer
 
 
 def _one_clear_line(result, *fragments: str) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
+from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 STEP_FIELDS = {
     "users",

@@ -60,11 +60,15 @@ class ClusterChanges:
 
     @classmethod
     def load(cls, run_dir: Path) -> ClusterChanges:
-        path = run_dir / FILE_NAME
+        """The changes a run recorded; UsageError when the run never touched a cluster."""
+        return cls.load_file(run_dir / FILE_NAME)
+
+    @classmethod
+    def load_file(cls, path: Path) -> ClusterChanges:
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
-            raise UsageError(f"{run_dir} has no {FILE_NAME}", "only kubernetes runs change a cluster") from None
+            raise UsageError(f"{path.parent} has no {path.name}", "only kubernetes runs change a cluster") from None
         originals = [Original(**{**o, "workload": Workload(**o["workload"])}) for o in data.get("originals", [])]
         return cls(path, originals, list(data.get("created", [])))
 
@@ -122,4 +126,4 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
         "Service": cluster.core.delete_namespaced_service,
         "ConfigMap": cluster.core.delete_namespaced_config_map,
     }
-    call(f"delete {kind} {namespace}/{name}", deleters[kind], name, namespace, propagation_policy="Foreground")
+    call(f"delete {kind} {namespace}/{name}", deleters[kind], name, namespace, propagation_policy="Background")

@@ -1,0 +1,44 @@
+"""Fixtures for tests against a real kube-apiserver (marked `kubernetes`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from apiserver import ApiServer, built, start_apiserver
+from kubernetes import utils
+
+from runner.platforms.kubernetes.connection import Cluster, connect
+
+NAMESPACES = ("projectcontour", "gateway-loadtest", "monitoring")
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory) -> Iterator[ApiServer]:
+    server = start_apiserver(tmp_path_factory.mktemp("apiserver"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def admin(apiserver: ApiServer) -> Cluster:
+    """An admin connection; the session's namespaces and Contour's CRDs (from the contour module) exist."""
+    cluster = connect(str(apiserver.kubeconfig))
+    for name in NAMESPACES:
+        cluster.core.create_namespace({"metadata": {"name": name}})
+    crds = built("contour-module") / "examples" / "contour" / "01-crds.yaml"
+    utils.create_from_yaml(cluster.api, yaml_objects=[d for d in yaml.safe_load_all(crds.read_text()) if d])
+    return cluster
+
+
+@pytest.fixture
+def namespace(admin: Cluster) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin.core.create_namespace({"metadata": {"name": name}})
+    yield name
+    admin.core.delete_namespace(name)

@@ -1,0 +1,170 @@
+"""Finding, patching, restoring and rolling out the gateway's workloads on a real kube-apiserver."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from k8s_objects import create, workload
+
+from runner.errors import PlatformError, UsageError
+from runner.platforms.kubernetes import workloads as wl
+from runner.platforms.kubernetes.originals import ClusterChanges, Original, undo
+from runner.scenario import WorkloadRef
+
+pytestmark = pytest.mark.kubernetes
+ORIGINAL = {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}
+
+
+def test_finds_a_daemonset_gateway_and_its_container(admin, namespace):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": {}, "envoy": ORIGINAL}))
+    found = wl.find(admin, WorkloadRef(namespace=namespace, name="envoy", container="envoy"), "envoy")
+    assert found == wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+
+
+def test_finds_a_deployment_gateway_when_there_is_no_daemonset(admin, namespace):
+    create(admin, workload("Deployment", namespace, "envoy", {"envoy": {}}, replicas=2))
+    found = wl.find(admin, WorkloadRef(namespace=namespace, name="envoy", container="envoy"), "envoy")
+    assert found.kind == "Deployment"
+
+
+def test_a_missing_gateway_is_one_clear_usage_error(admin, namespace):
+    with pytest.raises(UsageError) as error:
+        wl.find(admin, WorkloadRef(namespace=namespace, name="envoy", container="envoy"), "envoy")
+    line = error.value.one_line()
+    assert f"no DaemonSet or Deployment {namespace}/envoy found for the envoy" in line
+    assert "envoy.workload" in line
+
+
+def test_a_wrong_container_name_lists_the_containers(admin, namespace):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": {}, "proxy": {}}))
+    with pytest.raises(UsageError, match=r"has no container 'envoy' \(it has shutdown-manager, proxy\)"):
+        wl.find(admin, WorkloadRef(namespace=namespace, name="envoy", container="envoy"), "envoy")
+
+
+def test_patch_sets_guaranteed_resources_and_undo_restores_the_original_exactly(admin, namespace, tmp_path):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": {}, "envoy": ORIGINAL}))
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(envoy, wl.get_resources(admin, envoy)))
+    wanted = wl.resources_for(0.3, 512 * 2**20)
+    original.resources_changed = True
+    wl.set_resources(admin, envoy, wanted)
+    assert wl.get_resources(admin, envoy) == {
+        "limits": {"cpu": "300m", "memory": "512Mi"},
+        "requests": {"cpu": "300m", "memory": "512Mi"},
+    }
+    pod = wl.read(admin, envoy).spec.template.spec
+    assert pod.containers[0].resources.limits is None  # the other container is untouched
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.get_resources(admin, envoy) == ORIGINAL
+    assert not ClusterChanges.load_file(tmp_path / "originals.json").pending
+
+
+def test_undo_removes_limits_the_original_did_not_have(admin, namespace, tmp_path):
+    create(admin, workload("Deployment", namespace, "contour", {"contour": {}}))
+    contour = wl.Workload("Deployment", namespace, "contour", "contour")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(contour, wl.get_resources(admin, contour), replicas=1))
+    assert original.resources is None
+    original.resources_changed = True
+    wl.set_resources(admin, contour, wl.resources_for(1.0, 2**30))
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.get_resources(admin, contour) is None
+
+
+def _set_daemonset_status_like_the_controller(admin, namespace, name, *, ready: bool):
+    obj = admin.apps.read_namespaced_daemon_set(name, namespace)
+    count = 1 if ready else 0
+    status = {
+        "status": {
+            "observedGeneration": obj.metadata.generation,
+            "desiredNumberScheduled": 1,
+            "currentNumberScheduled": 1,
+            "numberMisscheduled": 0,
+            "updatedNumberScheduled": count,
+            "numberAvailable": count,
+            "numberReady": count,
+            "numberUnavailable": 1 - count,
+        }
+    }
+    admin.apps.patch_namespaced_daemon_set_status(name, namespace, status)
+
+
+def test_rollout_wait_returns_once_status_says_done_set_by_hand_as_a_controller_would(admin, namespace):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": {}}))
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    wl.set_resources(admin, envoy, wl.resources_for(0.5, None))  # bumps the generation
+    assert not wl.rolled_out(wl.read(admin, envoy), "DaemonSet")
+    _set_daemonset_status_like_the_controller(admin, namespace, "envoy", ready=True)
+    wl.wait_rolled_out(admin, envoy, timeout_s=5)
+
+
+def test_rollout_timeout_names_the_stuck_pod_and_its_last_event_pod_and_event_made_by_hand(admin, namespace):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": {}}))
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    _set_daemonset_status_like_the_controller(admin, namespace, "envoy", ready=False)
+    admin.core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "envoy-x7k2p", "labels": {"app": "envoy"}},
+            "spec": {"containers": [{"name": "envoy", "image": "example/none:1"}]},
+        },
+    )
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    admin.core.create_namespaced_event(
+        namespace,
+        {
+            "metadata": {"name": "envoy-x7k2p.1"},
+            "reason": "FailedScheduling",
+            "type": "Warning",
+            "message": "0/1 nodes are available: 1 Insufficient cpu.",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "involvedObject": {"kind": "Pod", "name": "envoy-x7k2p", "namespace": namespace},
+        },
+    )
+    with pytest.raises(PlatformError) as error:
+        wl.wait_rolled_out(admin, envoy, timeout_s=1.5)
+    line = error.value.one_line()
+    assert f"rollout of DaemonSet {namespace}/envoy not done after 2 s" in line
+    assert "pod envoy-x7k2p Pending" in line
+    assert "FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu." in line
+
+
+def test_deployment_rollout_needs_every_replica_updated_and_available_status_set_by_hand(admin, namespace):
+    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=1))
+    nginx = wl.Workload("Deployment", namespace, "nginx", "nginx")
+    wl.scale(admin, nginx, 3)
+    assert wl.replicas(admin, nginx) == 3
+    obj = wl.read(admin, nginx)
+    partial = {
+        "observedGeneration": obj.metadata.generation,
+        "replicas": 3,
+        "updatedReplicas": 3,
+        "availableReplicas": 2,
+        "readyReplicas": 2,
+    }
+    admin.apps.patch_namespaced_deployment_status("nginx", namespace, {"status": partial})
+    assert not wl.rolled_out(wl.read(admin, nginx), "Deployment")
+    admin.apps.patch_namespaced_deployment_status(
+        "nginx", namespace, {"status": {**partial, "availableReplicas": 3, "readyReplicas": 3}}
+    )
+    wl.wait_rolled_out(admin, nginx, timeout_s=5)
+
+
+def test_scaling_the_backend_is_undone_to_the_original_replicas(admin, namespace, tmp_path):
+    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
+    nginx = wl.Workload("Deployment", namespace, "nginx", "nginx")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(nginx, None, replicas=wl.replicas(admin, nginx)))
+    original.replicas_changed = True
+    wl.scale(admin, nginx, 5)
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.replicas(admin, nginx) == 2
+
+
+def test_a_daemonset_cannot_be_scaled(admin, namespace):
+    create(admin, workload("DaemonSet", namespace, "nginx", {"nginx": {}}))
+    with pytest.raises(UsageError, match="only a Deployment backend"):
+        wl.scale(admin, wl.Workload("DaemonSet", namespace, "nginx", "nginx"), 3)
