@@ -58,6 +58,7 @@ def _load(args: argparse.Namespace):
 def cmd_sweep(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from runner.calibrate import provisioning_warning
     from runner.console import ConsoleObserver
     from runner.plan import plan_sweep
     from runner.platforms import create_platform
@@ -74,6 +75,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         scenario = _load(args)
         store = RunStore.create(scenario, Path(args.results) if args.results else RESULTS_ROOT)
     plan = plan_sweep(scenario)
+    warning = provisioning_warning(scenario, plan)
+    if warning:
+        print(f"gateway-sizer: warning: {warning}", file=sys.stderr)
     observer = ConsoleObserver()
     overrides = {k: v for k, v in asdict(_overrides(args)).items() if v is not None}
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
@@ -83,6 +87,35 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         observer.summary(store.summary, str(store.run_dir))
         _report_after_sweep(store.run_dir, store.summary)
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from runner import calibrate
+    from runner.console import ConsoleObserver
+    from runner.paths import cache_dir
+    from runner.plan import plan_sweep
+    from runner.platforms import create_platform
+    from runner.results import RunStore
+    from runner.sweep import Sweep
+
+    scenario = _load(args)
+    plan = plan_sweep(scenario)
+    store = RunStore.create(scenario, cache_dir() / "calibration")
+    platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
+    result = Sweep(scenario, plan, platform, store, ConsoleObserver()).calibrate()
+    path = calibrate.save(result)
+    top = calibrate.largest(plan).envoy_cpu_cores
+    print(
+        f"generator: {result.generator_rps:,.0f} RPS from {result.workers} {result.client} worker(s) at "
+        f"{result.generator_cpu:.0%} CPU (busiest): {result.rps_per_worker_core:,.0f} RPS per worker core"
+    )
+    print(
+        f"gateway:   {result.envoy_rps:,.0f} RPS through Envoy at {result.envoy_cpu:g} CPU: "
+        f"about {result.envoy_rps_per_core:,.0f} RPS per Envoy core when saturated"
+    )
+    print(f"the planned sweep (Envoy up to {top:g} CPU) needs WORKERS={result.workers_needed(top)}")
+    print(f"saved to {path}; sweeps on {scenario.platform} with the {scenario.load.client} client check against it")
     return 0
 
 
@@ -279,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--free-ports", action="store_true", help="local platform: pick free ports instead of 8089, 9090, 10080..."
     )
     sweep.set_defaults(func=cmd_sweep)
+
+    calibrate = commands.add_parser("calibrate", help="measure RPS per Locust worker; say how many a sweep needs")
+    _scenario_args(calibrate)
+    calibrate.add_argument("--free-ports", action="store_true", help="local platform: pick free ports")
+    calibrate.set_defaults(func=cmd_calibrate)
 
     plan = commands.add_parser("plan", help="print the configurations a sweep would run")
     _scenario_args(plan)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 from runner import environment
+from runner.calibrate import Calibration, calibration_level, from_steps, largest
 from runner.errors import SizerError, UnreachableError
 from runner.guards import GuardContext, check_step, first_finding
 from runner.knee import KneeResult, find_knee
@@ -112,36 +113,46 @@ class Sweep:
         return result
 
     def run_baseline(self) -> BaselineResult:
-        """The backend directly, then through the gateway, with the same closed-loop users."""
-        spec, envoy = self.scenario.baseline, self.scenario.envoy
-        cpu = spec.envoy_cpu_for(envoy.cpu_cores)
-        config = Configuration(
-            envoy_cpu_cores=cpu,
-            envoy_memory_bytes=max(envoy.memory_bytes),
-            envoy_concurrency=envoy.concurrency_for(cpu),
-            backend_replicas=max(self.scenario.backend.replicas),
-        )
-        self.platform.apply(config)
-        meter = self._meter(config)
-        level = LoadLevel(users=spec.users)
-        measured: dict[str, dict[str, object]] = {}
-        endpoints = self.platform.endpoints
-        try:
-            for name, host in (("direct", endpoints.backend), ("gateway", endpoints.gateway)):
-                hold = max(self.scenario.load.warmup_s, self.scenario.load.settle_s)
-                self._set_load(level, 0, f"baseline {name}", hold, host=host)
-                self.observer.load_changed(level, f"baseline {name}: measure", self.scenario.load.step_s)
-                measured[name] = meter.measure(0, level, self.scenario.load.step_s).as_dict()
-                self._stop_load()
-        finally:
-            self._stop_load()
-        baseline = BaselineResult(
-            users=spec.users, envoy_cpu=cpu, direct=measured["direct"], gateway=measured["gateway"]
-        )
+        """The scenario's baseline, saved with the run."""
+        spec = self.scenario.baseline
+        baseline = self.direct_and_through(spec.users, spec.envoy_cpu_for(self.scenario.envoy.cpu_cores))
         self.store.summary.baseline = baseline
         self.store.save()
         self.observer.baseline_measured(baseline)
         return baseline
+
+    def calibrate(self) -> Calibration:
+        """Start the platform and measure the generator alone and through Envoy at the largest limit."""
+        with self.platform:
+            self.platform.metrics.check()
+            top = largest(self.plan).envoy_cpu_cores
+            measured = self.direct_and_through(calibration_level(self.scenario).users, top)
+        return from_steps(self.scenario, Step(**measured.direct), Step(**measured.gateway), top)
+
+    def direct_and_through(self, users: int, envoy_cpu: float) -> BaselineResult:
+        """The backend directly, then through the gateway (Envoy at `envoy_cpu`), same closed-loop users."""
+        envoy = self.scenario.envoy
+        config = Configuration(
+            envoy_cpu_cores=envoy_cpu,
+            envoy_memory_bytes=max(envoy.memory_bytes),
+            envoy_concurrency=envoy.concurrency_for(envoy_cpu),
+            backend_replicas=max(self.scenario.backend.replicas),
+        )
+        self.platform.apply(config)
+        meter = self._meter(config)
+        level = LoadLevel(users=users)
+        measured: dict[str, dict[str, object]] = {}
+        endpoints = self.platform.endpoints
+        hold = max(self.scenario.load.warmup_s, self.scenario.load.settle_s)
+        try:
+            for name, host in (("direct", endpoints.backend), ("gateway", endpoints.gateway)):
+                self._set_load(level, 0, f"{name}: warm-up", hold, host=host)
+                self.observer.load_changed(level, f"{name}: measure", self.scenario.load.step_s)
+                measured[name] = meter.measure(0, level, self.scenario.load.step_s).as_dict()
+                self._stop_load()
+        finally:
+            self._stop_load()
+        return BaselineResult(users=users, envoy_cpu=envoy_cpu, direct=measured["direct"], gateway=measured["gateway"])
 
     def _meter(self, config: Configuration) -> StepMeter:
         return StepMeter(
