@@ -18,6 +18,7 @@ take_lock
 t0=$(date +%s)
 
 have_state=0
+left=()  # what could not be removed; reported at the end
 [ -d "$STATE_DIR" ] && have_state=1
 ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 
@@ -37,7 +38,7 @@ our_processes() {
         [ "$p" = $$ ] || [ "$p" = "$BASHPID" ] && continue
         cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") || continue
         case $cmd in
-            *"$CLUSTER_DIR/"*|*"$CONTAINERD_SOCK"*|*"$CLUSTER_DIR/containerd.toml"*) alive "$p" && echo "$p" ;;
+            *"$CLUSTER_DIR/"*|*"$CONTAINERD_SOCK"*) alive "$p" && echo "$p" ;;
         esac
     done
 }
@@ -92,11 +93,12 @@ for pid in $(our_processes) $(cgroup_processes); do
 done
 
 # ---------------------------------------------------------------- mounts and network namespaces
-new_netns() {
+new_netns() {  # the cni-* namespaces that appeared since up.sh (none known without its state)
     local ns
+    [ -f "$STATE_DIR/netns.before" ] || return 0
     for ns in $(ls /var/run/netns 2>/dev/null); do
         case $ns in cni-*) ;; *) continue ;; esac
-        grep -qx "$ns" "$STATE_DIR/netns.before" 2>/dev/null || echo "$ns"
+        grep -qx "$ns" "$STATE_DIR/netns.before" || echo "$ns"
     done
 }
 our_mounts() {  # deepest first
@@ -150,7 +152,7 @@ remove_chains() {  # iptables|ip6tables table
         done
     done
     for c in $chains; do "$ipt" -t "$t" -F "$c" 2>/dev/null || true; done
-    for c in $chains; do "$ipt" -t "$t" -X "$c" 2>/dev/null || log "warning: cannot delete $ipt -t $t chain $c"; done
+    for c in $chains; do "$ipt" -t "$t" -X "$c" 2>/dev/null || left+=("$ipt -t $t chain $c"); done
 }
 if [ "$have_state" = 1 ]; then
     for ipt in iptables ip6tables; do for t in filter nat mangle raw; do remove_chains "$ipt" "$t"; done; done
@@ -159,12 +161,12 @@ fi
 # ---------------------------------------------------------------- cgroup folders
 for d in $(our_cgroups); do
     find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ -d "$d" ] && log "warning: cannot remove cgroup folder $d"
+    [ ! -d "$d" ] || left+=("cgroup folder $d")
 done
 
 # ---------------------------------------------------------------- sysctls
 # Counters and read-only keys never count; a key printed on several lines (a list) is left alone.
-VOLATILE='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)'
+VOLATILE='^(fs\.(aio-nr|dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)'
 if [ -f "$STATE_DIR/sysctl.before" ]; then
     declare -A now=() lines=()
     while IFS= read -r line; do
@@ -196,7 +198,6 @@ fi
 rm -rf --one-file-system "$RUN_DIR" "$CLUSTER_DIR" 2>/dev/null || log "warning: cannot remove $CLUSTER_DIR"
 
 # ---------------------------------------------------------------- what is left?
-left=()
 [ -z "$(our_processes)" ] || left+=("processes $(our_processes | tr '\n' ' ')")
 for l in "$NODE_VETH" "$CNI_BRIDGE"; do ip link show "$l" >/dev/null 2>&1 && left+=("interface $l"); done
 [ -z "$(our_mounts)" ] || left+=("mounts $(our_mounts | head -3 | tr '\n' ' ')")

@@ -22,7 +22,7 @@ phase() { log "[$(( $(date +%s) - t0 ))s] $*"; }
 if [ -d "$STATE_DIR" ]; then
     healthy=1
     for d in "${DAEMONS[@]}"; do recorded_pid "$d" >/dev/null || healthy=0; done
-    if [ "$healthy" = 1 ] && kubectl_ get --raw /readyz >/dev/null 2>&1; then
+    if [ "$healthy" = 1 ] && kubectl_ --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
         phase "cluster already up"
         echo "export KUBECONFIG=$ADMIN_KUBECONFIG"
         exit 0
@@ -46,12 +46,12 @@ eval "$("$PYTHON" "$K8S_DIR/images/build_images.py" --refs)"
 CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
 
 # ---------------------------------------------------------------- record the host as it is
-rm -rf "$CLUSTER_DIR" "$LOG_DIR"
+rm -rf --one-file-system "$CLUSTER_DIR" "$LOG_DIR"
 mkdir -p "$STATE_DIR/pids" "$PKI_DIR" "$LOG_DIR" "$RUN_DIR"
 
 cleanup_on_failure() {
     local rc=$?
-    trap - EXIT
+    trap - EXIT INT TERM
     [ "$rc" = 0 ] && return
     log "cluster-up failed (exit $rc); tearing down what it started. Logs: $LOG_DIR"
     flock -u 9 || true
@@ -59,6 +59,8 @@ cleanup_on_failure() {
     exit "$rc"
 }
 trap cleanup_on_failure EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 snapshot_host() {
     sysctl -a 2>/dev/null >"$STATE_DIR/sysctl.before" || true
@@ -67,7 +69,7 @@ snapshot_host() {
     local ipt t
     for ipt in iptables ip6tables; do
         for t in filter nat mangle raw; do
-            "$ipt-save" -t "$t" 2>/dev/null | awk -v t="$t" '/^:/ {print t, substr($1, 2)}'
+            { "$ipt-save" -t "$t" 2>/dev/null || true; } | awk -v t="$t" '/^:/ {print t, substr($1, 2)}'
         done >"$STATE_DIR/$ipt.chains.before"
     done
     local h n
@@ -77,8 +79,6 @@ snapshot_host() {
     done
     : >"$STATE_DIR/paths.created"
     for p in "${HOST_PATHS[@]}"; do [ -e "$p" ] || echo "$p" >>"$STATE_DIR/paths.created"; done
-    # Mounts of this cluster are found under these prefixes (plus netns files it creates).
-    printf '%s\n' "$CLUSTER_DIR" "$RUN_DIR" "$CONTAINERD_ROOT" >"$STATE_DIR/mount.prefixes"
 }
 phase "recording the host's state"
 snapshot_host
@@ -190,7 +190,7 @@ start_daemon etcd etcd --name gsz --data-dir "$CLUSTER_DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "gsz=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new
-wait_for "etcd health" 30 etcd curl -sf "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+wait_for "etcd health" 30 etcd curl -sf -m 2 "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
 
 phase "kube-apiserver (https://$NODE_IP:$APISERVER_PORT)"
 start_daemon kube-apiserver "$(component_path kube-apiserver)" \
@@ -206,7 +206,7 @@ start_daemon kube-apiserver "$(component_path kube-apiserver)" \
     --service-account-key-file="$PKI_DIR/sa.pub" --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --allow-privileged=true --profiling=false --cert-dir="$CLUSTER_DIR/apiserver"
-wait_for "kube-apiserver /readyz" 90 kube-apiserver kubectl_ get --raw /readyz
+wait_for "kube-apiserver /readyz" 90 kube-apiserver kubectl_ --request-timeout=5s get --raw /readyz
 
 phase "kube-controller-manager, kube-scheduler"
 cm=$CLUSTER_DIR/controller-manager.kubeconfig
@@ -311,7 +311,7 @@ EOF
 start_daemon kubelet "$(component_path kubelet)" --config="$CLUSTER_DIR/kubelet.yaml" \
     --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" --root-dir="$CLUSTER_DIR/kubelet" \
     --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --containerd="$CONTAINERD_SOCK"
-node_ready() { [ "$(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
+node_ready() { [ "$(kubectl_ --request-timeout=5s get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_for "node $NODE_NAME Ready" 120 kubelet node_ready
 
 phase "kube-proxy (iptables mode)"
@@ -374,19 +374,24 @@ kubectl_ -n projectcontour delete job --all --wait=true >&2
 kubectl_ wait --for=condition=Ready pods --all -A --timeout=180s >&2
 
 phase "checks: HTTPProxy valid, Envoy answers for external.nginx"
-proxy_valid() { [ "$(kubectl_ -n gateway-loadtest get httpproxy nginx -o jsonpath='{.status.currentStatus}')" = valid ]; }
+proxy_valid() { [ "$(kubectl_ --request-timeout=5s -n gateway-loadtest get httpproxy nginx -o jsonpath='{.status.currentStatus}')" = valid ]; }
 wait_for "HTTPProxy nginx valid" 60 - proxy_valid
 ENVOY_IP=$(kubectl_ -n projectcontour get service envoy -o jsonpath='{.spec.clusterIP}')
 envoy_200() { [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 -H 'Host: external.nginx' "http://$ENVOY_IP/")" = 200 ]; }
 wait_for "HTTP 200 from Envoy ($ENVOY_IP) for Host external.nginx" 60 - envoy_200
 
 # ---------------------------------------------------------------- done
+# For the record (down.sh finds them again, pods come and go): what the cluster has made so far.
 for h in /sys/fs/cgroup/*/; do
     for n in "${CGROUP_NAMES[@]}"; do
         [ -d "$h$n" ] && ! grep -qx "$h$n" "$STATE_DIR/cgroups.before" && echo "$h$n" >>"$STATE_DIR/cgroups.created"
     done
 done
-trap - EXIT
+awk '{print $5}' /proc/self/mountinfo | grep -E "^($CLUSTER_DIR|$RUN_DIR|$CONTAINERD_ROOT|/run/netns/cni-)" \
+    >"$STATE_DIR/mounts.at-up" || true
+ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vxF -f "$STATE_DIR/links.before" \
+    >"$STATE_DIR/links.at-up" || true
+trap - EXIT INT TERM
 phase "cluster up in $(( $(date +%s) - t0 ))s"
 cat >&2 <<EOF
 

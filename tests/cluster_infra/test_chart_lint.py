@@ -40,8 +40,17 @@ def test_kubeconform_rejects_a_misspelt_httpproxy_field(built_tools):
     schemas = sorted(CACHE.glob("schemas/kubernetes-*/httpproxy-projectcontour-v1.json"))
     assert schemas, "lint.sh should have written the HTTPProxy schema"
     proc = subprocess.run(
-        [str(built_tools["kubeconform"]), "-strict", "-schema-location",
-         str(schemas[-1].parent) + "/{{ .ResourceKind }}{{ .KindSuffix }}.json", "-"],
-        input=BAD_HTTPPROXY, capture_output=True, text=True, timeout=60)
+        [
+            str(built_tools["kubeconform"]),
+            "-strict",
+            "-schema-location",
+            str(schemas[-1].parent) + "/{{ .ResourceKind }}{{ .KindSuffix }}.json",
+            "-",
+        ],
+        input=BAD_HTTPPROXY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "weigth" in proc.stdout + proc.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -24,7 +25,11 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 CLUSTER_DIR = CACHE / "cluster"
 PROMETHEUS = "http://10.96.0.90:9090"
-VOLATILE = re.compile(r"^(fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)")
+# Counters that change on their own (the same list as k8s/cluster/down.sh).
+VOLATILE = re.compile(
+    r"^(fs\.(aio-nr|dentry-state|file-nr|inode-nr|inode-state|quota\.)"
+    r"|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)"
+)
 
 
 def host_picture() -> dict[str, object]:
@@ -38,8 +43,10 @@ def host_picture() -> dict[str, object]:
             sysctls[key] = value
     return {
         "links": lines("ip -o link show | awk -F': ' '{print $2}'"),
-        "chains": lines("for t in filter nat mangle raw; do iptables-save -t $t | grep '^:' | "
-                        "sed \"s/^:/$t /\" | cut -d' ' -f1,2; done"),
+        "chains": lines(
+            "for t in filter nat mangle raw; do iptables-save -t $t | grep '^:' | "
+            "sed \"s/^:/$t /\" | cut -d' ' -f1,2; done"
+        ),
         "mounts": lines("awk '{print $5}' /proc/self/mountinfo"),
         "cgroups": lines("ls -d /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/*/k8s.io 2>/dev/null"),
         "netns": lines("ip netns list 2>/dev/null | awk '{print $1}'"),
@@ -91,18 +98,36 @@ def test_cluster_up_serves_the_test_bed_and_cluster_down_leaves_nothing(fresh_ho
     try:
         kubeconfig = re.search(r"^export KUBECONFIG=(\S+)$", up.stdout, re.M).group(1)
         kubectl = run([str(K8S / "cluster/build.sh"), "--print-path", "kubectl"], timeout=60).stdout.strip()
-        pods = json.loads(run([kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-A", "-o", "json"],
-                              timeout=60).stdout)["items"]
+        pods = json.loads(
+            run([kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-A", "-o", "json"], timeout=60).stdout
+        )["items"]
         names = {(p["metadata"]["namespace"], p["metadata"]["name"].rsplit("-", 2)[0]) for p in pods}
-        assert {("kube-system", "coredns"), ("projectcontour", "contour"), ("monitoring", "prometheus"),
-                ("gateway-loadtest", "nginx")} <= names
+        assert {
+            ("kube-system", "coredns"),
+            ("projectcontour", "contour"),
+            ("monitoring", "prometheus"),
+            ("gateway-loadtest", "nginx"),
+        } <= names
         assert any(ns == "projectcontour" and n.startswith("envoy") for ns, n in names)
         for p in pods:
             ready = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}.get("Ready")
             assert p["status"]["phase"] == "Running" and ready == "True", p["metadata"]["name"]
 
-        envoy_ip = run([kubectl, "--kubeconfig", kubeconfig, "-n", "projectcontour", "get", "svc", "envoy",
-                        "-o", "jsonpath={.spec.clusterIP}"], timeout=60).stdout
+        envoy_ip = run(
+            [
+                kubectl,
+                "--kubeconfig",
+                kubeconfig,
+                "-n",
+                "projectcontour",
+                "get",
+                "svc",
+                "envoy",
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+            timeout=60,
+        ).stdout
         status, body = get(f"http://{envoy_ip}/", {"Host": "external.nginx"})
         assert status == 200 and b"nginx" in body
 
@@ -125,3 +150,22 @@ def test_cluster_up_serves_the_test_bed_and_cluster_down_leaves_nothing(fresh_ho
 
     again = run([str(K8S / "cluster/down.sh")], timeout=120)
     assert "cluster down" in again.stderr, "down.sh must be idempotent"
+
+
+@pytest.mark.timeout(1800)
+def test_cluster_up_that_fails_says_why_and_tears_down_what_it_started(fresh_host):
+    before = fresh_host
+    with socket.socket() as squatter:  # etcd's client port taken: etcd exits right after start
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last etcd's TIME_WAIT
+        squatter.bind(("127.0.0.1", 23790))
+        squatter.listen()
+        up = run([str(K8S / "cluster/up.sh")], timeout=1800, check=False)
+    assert up.returncode != 0
+    assert up.stdout == ""
+    assert "error: etcd exited while waiting for etcd health" in up.stderr
+    assert "tearing down what it started" in up.stderr
+    after = host_picture()
+    assert cluster_processes() == []
+    for what in ("links", "chains", "mounts", "cgroups", "netns", "sysctls"):
+        assert after[what] == before[what], what
+    assert not CLUSTER_DIR.exists()

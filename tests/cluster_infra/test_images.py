@@ -59,8 +59,13 @@ def test_pause_image_is_a_valid_oci_layout_and_is_built_once(tmp_path):
 
 
 def test_unknown_image_is_one_clear_line(tmp_path):
-    proc = run([sys.executable, str(K8S / "images/build_images.py"), "nginxx"], timeout=60,
-               env={"GATEWAY_SIZER_CACHE": str(tmp_path)}, check=False)
+    proc = run(
+        [sys.executable, str(K8S / "images/build_images.py"), "nginxx"],
+        timeout=60,
+        env={"GATEWAY_SIZER_CACHE": str(tmp_path)},
+        check=False,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: unknown image nginxx "
-                                   "(known: pause, nginx, envoy, contour, prometheus, coredns, locust)")
+    assert proc.stderr.strip() == (
+        "error: unknown image nginxx (known: pause, nginx, envoy, contour, prometheus, coredns, locust)"
+    )
