@@ -135,10 +135,12 @@ def run_locust(generator: str, url: str, core: int, users: int, window_s: float,
         try:
             deadline = time.monotonic() + warmup_s + window_s + CHILD_GRACE_S
             for mark in (WINDOW_OPEN, WINDOW_CLOSE):
-                while time.monotonic() < deadline and proc.poll() is None:
+                while time.monotonic() < deadline:
                     marks.seek(0)
                     if mark.encode() in marks.read():
                         samples.append(_Sample.take(nginx_pid))
+                        break
+                    if proc.poll() is not None:
                         break
                     time.sleep(MARK_POLL_S)
             out = proc.communicate(timeout=CHILD_GRACE_S)[0]
