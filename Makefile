@@ -8,7 +8,9 @@ CACHE ?= $(if $(GATEWAY_SIZER_CACHE),$(GATEWAY_SIZER_CACHE),$(HOME)/.cache/gatew
 export GATEWAY_SIZER_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 SIZER := $(BIN)/gateway-sizer
-APT_PACKAGES := prometheus wrk chromium
+# Debian packages as command:package pairs: the local platform's, and what the tests and benches add.
+SWEEP_PACKAGES := prometheus:prometheus
+TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server
 PYTEST_ARGS ?=
 
 # Sweep overrides (empty = the scenario's value).
@@ -27,7 +29,7 @@ SWEEP_ARGS = $(if $(SCENARIO),--scenario '$(SCENARIO)') $(if $(PLATFORM),--platf
 	$(if $(USERS),--users '$(USERS)') $(if $(STEP_SECONDS),--step-seconds '$(STEP_SECONDS)') \
 	$(if $(CLIENT),--client '$(CLIENT)')
 
-.PHONY: help setup system-packages sweep plan test lint testbed-up testbed-down clean
+.PHONY: help setup system-packages test-packages test-tools sweep plan test lint testbed-up testbed-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -42,8 +44,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-system-packages: ## Debian packages of the local platform (apt-get, as root)
-	@missing=""; for p in $(APT_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+# $(call apt_install,command:package ...): apt-get install the packages whose command is missing (root only).
+define apt_install
+	@missing=""; for pair in $(1); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "installing Debian packages:$$missing"; \
@@ -52,6 +55,16 @@ system-packages: ## Debian packages of the local platform (apt-get, as root)
 			     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 		else echo "missing:$$missing; install them (apt-get install$$missing) or run make as root" >&2; exit 2; fi; \
 	fi
+endef
+
+system-packages: ## Debian packages of the local platform (apt-get, as root)
+	$(call apt_install,$(SWEEP_PACKAGES))
+
+test-packages: ## Debian packages the tests and benches use (wrk, chromium, etcd)
+	$(call apt_install,$(TEST_PACKAGES))
+
+test-tools: ## kube-apiserver, Contour's CRDs, helm and kubeconform for the tests (built once, cached)
+	k8s/cluster/build.sh kube-apiserver contour-module tools >/dev/null
 
 setup: $(VENV)/.installed system-packages ## virtualenv with the pip packages, and the Debian packages
 
@@ -89,10 +102,12 @@ lint: setup ## ruff
 	$(BIN)/ruff check runner locustfiles tests bench
 	$(BIN)/ruff format --check runner locustfiles tests bench
 
-test: setup ## the whole test suite against real components
+test: setup test-packages test-tools ## the whole test suite against real components
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+include k8s/cluster.mk
