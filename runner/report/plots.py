@@ -137,7 +137,11 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
         for i, section in enumerate(report.configs):
             rows = sorted(section.rows, key=lambda r: r.rps)
             means = [r.cpu_mean * 100 for r in rows]
-            spread = [[(r.cpu_mean - r.cpu_min) * 100 for r in rows], [(r.cpu_max - r.cpu_mean) * 100 for r in rows]]
+            # the window's mean can fall just outside the min-max of its samples (Prometheus computes them apart)
+            spread = [
+                [max(0.0, r.cpu_mean - r.cpu_min) * 100 for r in rows],
+                [max(0.0, r.cpu_max - r.cpu_mean) * 100 for r in rows],
+            ]
             ax.errorbar(
                 [r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i), label=labels[i]
             )

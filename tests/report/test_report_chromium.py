@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_sizer
 from headless_chromium import Chromium
 from PIL import Image
 from report_data import copy_run
+from sizer_testing import run_sizer
 
 SCREENSHOT_COPIES = Path("/tmp/gateway-sizer-report")
 WIDTH, HEIGHT = 1280, 900

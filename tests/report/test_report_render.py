@@ -135,3 +135,10 @@ def test_a_measured_baseline_gets_its_section_and_conclusion():
         in md
     )
     assert re.search(r"<b>82% of direct</b>", html) and 'id="baseline-table"' in html
+
+
+def test_a_window_mean_outside_its_min_max_still_plots():
+    summary = fixture_summary()
+    step = summary.configs[0].steps[1]  # as measured in a real sweep: mean 0.9040 with max 0.8992
+    step.update(cpu_utilization_min=0.8917, cpu_utilization_mean=0.9040, cpu_utilization_max=0.8992)
+    assert "plots/cpu_vs_rps.png" in render_files(summary)
