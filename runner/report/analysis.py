@@ -43,6 +43,11 @@ def offered(step: Step) -> float:
     return float(target) if target is not None else float(step["users"])
 
 
+def _latency_rose(before_ms: float, after_ms: float) -> bool:
+    """A rise worth a sentence: at least LATENCY_RISE_FACTOR times and LATENCY_RISE_MIN_MS more."""
+    return after_ms >= before_ms * LATENCY_RISE_FACTOR and after_ms - before_ms >= LATENCY_RISE_MIN_MS
+
+
 def _lightest_p95(steps: Sequence[Step]) -> float | None:
     with_latency = [s for s in steps if s.get("p95_ms") is not None]
     return min(with_latency, key=offered)["p95_ms"] if with_latency else None
@@ -58,7 +63,7 @@ def step_analysis(step: Step, steps: Sequence[Step], threshold: float) -> str:
     else:
         text = f"At the limit: CPU at {mean:.0%}, past the {threshold:.0%} threshold; this limit's maximum throughput."
     lightest, p95 = _lightest_p95(steps), step.get("p95_ms")
-    if lightest and p95 is not None and p95 >= lightest * LATENCY_RISE_FACTOR and p95 - lightest >= LATENCY_RISE_MIN_MS:
+    if lightest and p95 is not None and _latency_rose(lightest, p95):
         text += f" p95 latency {p95 / lightest:.0f}x the lightest step's ({p95:.0f} ms vs {lightest:.0f} ms)."
     for guard in step.get("guards") or ():
         text += f" Guard {guard.get('guard')}: {guard.get('detail')}."
@@ -130,23 +135,28 @@ def _scaling(fit: Fit) -> Conclusion | None:
 
 
 def _latency(configs: Sequence[ConfigResult], threshold: float) -> Conclusion | None:
-    figures, rose = [], []
+    figures, rose, jumped = [], [], []
     for config in configs:
         timed = [s for s in config.steps if s.get("p95_ms") is not None]
         below = [s["p95_ms"] for s in timed if s["cpu_utilization_mean"] < threshold]
         above = [s["p95_ms"] for s in timed if s["cpu_utilization_mean"] >= threshold]
         if below and above:
             figures.append(f"{fmt.cpu(config.envoy.cpu)}: {max(below):.0f} ms -> {max(above):.0f} ms")
-            rose.append(max(above) > max(below))
+            rose.append(_latency_rose(max(below), max(above)))
+            jumped += [fmt.cpu(config.envoy.cpu)] if rose[-1] else []
     if not figures:
         return None
     figure = "worst p95 below -> at/above the threshold: " + "; ".join(figures)
+    within = f"within {LATENCY_RISE_FACTOR:g}x"
     if all(rose):
-        text = f"Latency rises once Envoy passes {threshold:.0%} CPU: keep headroom below the knee."
+        text = f"Latency jumps once Envoy passes {threshold:.0%} CPU: keep headroom below the knee."
     elif not any(rose):
-        text = f"p95 latency did not rise past {threshold:.0%} CPU in these windows."
+        text = f"p95 latency stayed {within} of its level below {threshold:.0%} CPU in these windows."
     else:
-        text = f"p95 latency rose past {threshold:.0%} CPU in some configurations only."
+        text = (
+            f"p95 latency jumped past {threshold:.0%} CPU at {', '.join(jumped)} only; elsewhere it stayed {within}: "
+            "keep headroom below the knee."
+        )
     return Conclusion(text, figure, "latency_vs_rps")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from runner.results import RunSummary, load_summary
 
 FIXTURE_RUN = Path(__file__).resolve().parent / "data" / "local-150m-300m"
+THREE_LIMITS_RUN = Path(__file__).resolve().parent / "data" / "local-100m-200m-300m"  # a later sweep
 KNEE_150M = 524.2586170370615
 KNEE_300M = 1804.337717974861
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from report_data import fixture_summary
+from report_data import THREE_LIMITS_RUN, fixture_summary
 
 from runner.report.analysis import conclusions, step_analysis
 from runner.report.sizing import KneePoint, fit_knees, knee_points
+from runner.results import load_summary
 
 
 def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> dict:
@@ -53,7 +54,10 @@ def test_conclusions_of_the_real_run_carry_their_figures():
     assert "3.44x for 2.00x the cores" in by_start["Knee"].text
     assert by_start["Knee"].figure == "RPS per core: 3,495 at 150m, 6,014 at 300m; intercept -756 RPS"
     latency = "worst p95 below -> at/above the threshold: 150m: 4 ms -> 30 ms; 300m: 37 ms -> 56 ms"
-    assert by_start["Latency"].figure == latency
+    assert by_start["p95"].figure == latency
+    assert by_start["p95"].text == (
+        "p95 latency jumped past 90% CPU at 150m only; elsewhere it stayed within 2x: keep headroom below the knee."
+    )
     assert by_start["No"].figure == "0 of 93,602 requests in 13 steps"
     assert by_start["Locust"].text == "Locust and Envoy counted the same load within 0.6% at every step."
     assert by_start["The"].figure == "busiest Locust worker at 30% CPU"
@@ -90,3 +94,11 @@ def test_a_fired_guard_is_named_in_the_step_analysis():
     assert step_analysis(step, [step], 0.9).endswith(
         "room for more requests. Guard generator: Locust worker at 97% CPU."
     )
+
+
+def test_conclusions_of_a_real_three_limit_run():
+    summary = load_summary(THREE_LIMITS_RUN)
+    texts = _texts(summary)
+    assert "Envoy's CPU limit decides throughput: each added core adds 7,404 RPS at the knee." in texts
+    assert any(t.startswith("Knee RPS grows faster than the CPU limit (6.26x for 3.00x the cores)") for t in texts)
+    assert any(t.startswith("p95 latency jumped past 90% CPU at 100m only") for t in texts)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy
 import pytest
-from report_data import KNEE_150M, KNEE_300M, fixture_summary
+from report_data import KNEE_150M, KNEE_300M, THREE_LIMITS_RUN, fixture_summary
 
 from runner.errors import UsageError
 from runner.report.sizing import (
@@ -16,6 +17,7 @@ from runner.report.sizing import (
     recommend,
     require_fit,
 )
+from runner.results import load_summary
 
 MIB = 2**20
 
@@ -131,3 +133,17 @@ def test_example_targets_follow_the_1_2_5_series_from_the_smallest_knee():
     assert example_targets(fit_knees([_point(0.15, 524), _point(0.3, 1804)])) == [1000, 2000, 5000, 10000]
     assert example_targets(fit_knees([_point(1, 1016), _point(6, 5401)])) == [2000, 5000, 10000, 20000]
     assert example_targets(fit_knees([_point(1, 1000), _point(2, 2000)])) == [1000, 2000, 5000, 10000]
+
+
+def test_fit_and_recommend_on_a_real_three_limit_run():
+    fit = require_fit(load_summary(THREE_LIMITS_RUN))
+    cores, knees = [p.cpu_cores for p in fit.points], [p.rps for p in fit.points]
+    assert [round(k) for k in knees] == [282, 970, 1762]
+    slope, intercept = numpy.polyfit(cores, knees, 1)  # an independent least-squares fit
+    assert fit.slope == pytest.approx(slope) and fit.intercept == pytest.approx(intercept)
+    assert fit.r_squared == pytest.approx(numpy.corrcoef(cores, knees)[0, 1] ** 2)
+    assert fit.equation() == "knee RPS = 7,404 x cores - 476" and round(fit.r_squared, 3) == 0.998
+    assert fit.caveats() == []
+    within = recommend(fit, 1000)  # (1300 + 476) / 7404 = 0.240 cores
+    assert within.cpu == "300m" and not within.extrapolated
+    assert recommend(fit, 5000).cpu == "1"  # 0.942 cores, beyond 300m: extrapolated
