@@ -214,7 +214,7 @@ def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -
         warnings.append(
             f"extrapolated: {required:,.0f} RPS needs {exact:.2f} cores, outside the measured "
             f"{fmt.cpu(low)}-{fmt.cpu(high)} ({knee_low:,.0f}-{knee_high:,.0f} knee RPS); "
-            f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)}"
+            f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)} CPU"
         )
     peak_rps = max(p.peak_rps for p in fit.points)
     if memory is not None and required > peak_rps:

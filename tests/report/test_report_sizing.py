@@ -79,6 +79,7 @@ def test_recommend_beyond_the_measured_range_warns():
     assert rec.cores_exact == pytest.approx(6400 / 950)
     assert rec.cpu == "6800m" and rec.extrapolated
     assert any(w.startswith("extrapolated: 6,500 RPS needs 6.74 cores") for w in rec.warnings), rec.warnings
+    assert any(w.endswith("confirm with a sweep whose Envoy CPU limits reach 6800m CPU") for w in rec.warnings)
     assert any("memory measured up to" in w for w in rec.warnings)
 
 
