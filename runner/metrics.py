@@ -109,7 +109,7 @@ class Metrics:
         values = [float(v) for s in series for _, v in s["values"] if v not in ("NaN", "+Inf", "-Inf")]
         if not values:
             return WindowStats(mean, mean, mean)
-        return WindowStats(mean, min(values), max(values))
+        return WindowStats(mean, min(mean, *values), max(mean, *values))  # the range always holds the mean
 
     def cpu_cores(self, selector: Selector, start: float, end: float) -> WindowStats:
         """Cores used by the selected containers: mean over the window, min/max over sub-windows."""
