@@ -119,7 +119,7 @@ class LeanHttpClient:
 
         self.connection = Connection(connect)
         self._fire = request_event.fire
-        self._prepared: dict[tuple[str, str, str | None], PreparedRequest] = {}
+        self._prepared: dict[tuple[str, str, str | None, tuple[tuple[str, str], ...]], PreparedRequest] = {}
 
     def prepare(
         self,
@@ -158,13 +158,11 @@ class LeanHttpClient:
         return status
 
     def request(self, method: str, path: str, *, name: str | None = None, headers: dict[str, str] | None = None) -> int:
-        """Prepare (cached per method, path and name when there are no extra headers) and send."""
-        key = (method, path, name)
-        prepared = None if headers else self._prepared.get(key)
+        """Send `method path`, its bytes built on first use (per method, path, name and headers)."""
+        key = (method, path, name, tuple(headers.items()) if headers else ())
+        prepared = self._prepared.get(key)
         if prepared is None:
-            prepared = self.prepare(method, path, name=name, headers=headers)
-            if not headers:
-                self._prepared[key] = prepared
+            prepared = self._prepared[key] = self.prepare(method, path, name=name, headers=headers)
         return self.send(prepared)
 
     def get(self, path: str, *, name: str | None = None, headers: dict[str, str] | None = None) -> int:

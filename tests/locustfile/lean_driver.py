@@ -27,7 +27,7 @@ from lean_http import LeanHttpClient
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
-    parser.add_argument("steps", help="JSON list of {method, path, count, headers, name} or {pause_s}")
+    parser.add_argument("steps", help="JSON list of {method, path, count, headers, name, convenience} or {pause_s}")
     parser.add_argument("--host-header")
     parser.add_argument("--read-timeout", type=float, default=5.0)
     parser.add_argument("--connect-timeout", type=float, default=5.0)
@@ -54,10 +54,14 @@ def main() -> None:
         if "pause_s" in step:
             gevent.sleep(step["pause_s"])
             continue
-        request = client.prepare(step.get("method", "GET"), step.get("path", "/"), name=step.get("name"),
-                                 headers=step.get("headers"))  # fmt: skip
+        method, path = step.get("method", "GET"), step.get("path", "/")
+        name, headers = step.get("name"), step.get("headers")
+        request = client.prepare(method, path, name=name, headers=headers)
         for _ in range(step.get("count", 1)):
-            status = client.send(request)
+            if step.get("convenience"):  # LeanHttpClient.request: prepared on first use, then cached
+                status = client.request(method, path, name=name, headers=headers)
+            else:
+                status = client.send(request)
             events[-1]["status"] = status
     client.close()
     print(json.dumps(events))

@@ -206,13 +206,16 @@ def test_interim_answers_and_http10_bodies_up_to_the_close(scripted_server):
 
 
 def test_request_bytes_host_header_and_extra_headers(scripted_server):
-    server = scripted_server([Reply(ok()), Reply(ok())])
-    run_driver(server.url + "/base", [{"path": "/a?b=1", "name": "A", "headers": {"X-Test": "1"}}, {"path": "/"}],
-               host_header="external.nginx")  # fmt: skip
-    first, second = server.requests
+    server = scripted_server([Reply(ok())] * 4)
+    steps = [{"path": "/a?b=1", "name": "A", "headers": {"X-Test": "1"}}, {"path": "/"},
+             {"path": "/c", "headers": {"X-Test": "2"}, "convenience": True, "count": 2}]  # fmt: skip
+    events = run_driver(server.url + "/base", steps, host_header="external.nginx")
+    assert [e["name"] for e in events] == ["A", "/", "/c", "/c"] and not _failures(events)
+    first, second, third, fourth = server.requests
     assert first.split(b"\r\n")[0] == b"GET /base/a?b=1 HTTP/1.1"
     assert b"\r\nHost: external.nginx\r\n" in first + b"\r\n" and b"\r\nX-Test: 1" in first
     assert second.split(b"\r\n")[0] == b"GET /base/ HTTP/1.1" and b"X-Test" not in second
+    assert third == fourth and b"\r\nX-Test: 2" in third
 
 
 def test_event_names_urls_and_lengths(scripted_server):
