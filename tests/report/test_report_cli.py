@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_sizer
-from report_data import copy_run, fixture_summary
+import pytest
+from report_data import THREE_LIMITS_RUN, copy_run, fixture_summary
+from sizer_testing import run_sizer
 
 from runner import cli
 
@@ -122,3 +123,29 @@ def test_a_failing_report_does_not_hide_the_sweep_outcome(tmp_path: Path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gateway-sizer: report not written (")
     assert f"run `gateway-sizer report {run_dir}`" in err[0]
+
+
+@pytest.mark.slow
+def test_a_real_sweep_writes_its_report(tmp_path: Path):
+    result = run_sizer("sweep", "--envoy-cpus", "0.3", "--free-ports", "--results", str(tmp_path), timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = (tmp_path / "latest").resolve()
+    assert f"Report: {run_dir / 'report.html'}" in result.stdout
+    md = (run_dir / "report.md").read_text()
+    assert "| Step | Users | Offered RPS | RPS | CPU utilization | p95 | Failures | Analysis |" in md
+    assert "| 300m | 256Mi |" in md and "No sizing rule: " in md  # one CPU limit: no fit, whatever its status
+    assert (run_dir / "report.html").stat().st_size > 50_000  # plots embedded
+    assert len(list((run_dir / "plots").glob("*.png"))) >= 3
+
+
+def test_compare_two_real_runs(tmp_path: Path):
+    a = copy_run(tmp_path)
+    result = run_sizer("compare", str(a), str(THREE_LIMITS_RUN))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["A: 20261122-125816-local", "B: 20261122-134316-local"]
+    assert "Envoy 300m CPU / 256Mi, nginx x1         1,804         1,762   -2.3%" in result.stdout
+    assert "Envoy 150m CPU / 256Mi, nginx x1           524             -       -  only in A" in result.stdout
+    assert "Envoy 100m CPU / 256Mi, nginx x1             -           282       -  only in B" in result.stdout
+    assert lines[-1] == "no regression beyond -5%"
+    assert run_sizer("compare", str(a), str(THREE_LIMITS_RUN), "--threshold-pct", "2").returncode == 1
