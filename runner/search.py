@@ -23,6 +23,8 @@ SHRINK = 0.25
 TOLERANCE = 0.02
 AIM_ABOVE = 0.5  # aim at threshold + AIM_ABOVE * tolerance, so a miss still brackets quickly
 MIN_SIGNAL = 0.05  # below this utilization a step says little about the slope
+MIN_PROGRESS = 0.05  # a prediction less than 5% above the highest load so far is noise: grow instead
+EDGE = 0.1  # a secant guess this close to a bracket end (share of its width) is replaced by bisection
 
 
 class LoadSearch(Protocol):
@@ -108,11 +110,12 @@ class AdaptiveSearch:
             below, above = pair
             low, high = self.maker.offered(below), self.maker.offered(above)
             guess = _secant(below, above, self.threshold)
-            if guess is None or not low < guess < high:
-                guess = (low + high) / 2
+            margin = EDGE * (high - low)
+            if guess is None or not low + margin < guess < high - margin or _measured(guess, offered):
+                guess = (low + high) / 2  # safeguarded secant: bisect when the line says too little
             if self.maker.mode == "users":
                 guess = float(min(max(round(guess), low + 1), high - 1))
-            return None if any(math.isclose(guess, o, rel_tol=1e-3) for o in offered) else guess
+            return None if _measured(guess, offered) else guess
         if all(s.cpu_utilization_mean >= self.threshold for s in steps):
             lowest = min(offered)
             return lowest * SHRINK if lowest * SHRINK >= (1 if self.maker.mode == "users" else 1.0) else None
@@ -120,12 +123,16 @@ class AdaptiveSearch:
         guess = _predict(steps, self.threshold + AIM_ABOVE * self.tolerance)
         if guess is None:
             guess = highest * MAX_GROWTH  # too little load to say anything yet
-        elif guess <= highest:
+        elif guess <= highest * (1 + MIN_PROGRESS):
             guess = highest * FALLBACK_GROWTH
         guess = min(guess, highest * MAX_GROWTH)
         if self.maker.mode == "users":
             guess = float(max(round(guess), int(highest) + 1))
         return guess
+
+
+def _measured(level: float, offered: Sequence[float]) -> bool:
+    return any(math.isclose(level, o, rel_tol=0.01) for o in offered)
 
 
 def _secant(below: Step, above: Step, threshold: float) -> float | None:

@@ -75,3 +75,22 @@ def test_scenario_chooses_the_search():
     assert isinstance(make_search(ramp.load, 0.9), RampSearch)
     adaptive = parse_scenario({"name": "t", "envoy": {"cpu": [1]}})
     assert isinstance(make_search(adaptive.load, 0.9), AdaptiveSearch)
+
+
+def test_a_prediction_that_repeats_the_last_level_grows_instead():
+    # a tiny CPU limit: utilization barely moves between 150 and 195 RPS (measured at 100m)
+    from simulated_envoy import make_step
+
+    search = AdaptiveSearch(150, RPS, 0.90)
+    first = make_step(0, users=8, rps=150, utilization=0.699, target_rps=150)
+    level = search.next_level([first])
+    second = make_step(1, users=level.users, rps=level.target_rps, utilization=0.689, target_rps=level.target_rps)
+    third = search.next_level([first, second])
+    assert third.target_rps >= 1.9 * second.target_rps
+
+
+def test_the_bracket_phase_never_measures_the_same_level_twice():
+    envoy = SimulatedEnvoy(1000, noise=0.03, seed=7)
+    steps = drive(AdaptiveSearch(100, RPS, 0.90, max_steps=12), envoy)
+    offered = [s.target_rps for s in steps]
+    assert all(abs(a - b) > 0.01 * a for i, a in enumerate(offered) for b in offered[i + 1 :])
