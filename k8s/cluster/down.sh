@@ -43,19 +43,6 @@ our_processes() {
     done
 }
 
-# Cgroup folders this cluster made: the kubepods/k8s.io folders that were not there before up.sh
-# (a machine that is also a real node keeps its own).
-our_cgroups() {
-    local h n
-    [ -f "$STATE_DIR/cgroups.before" ] || return 0
-    for h in /sys/fs/cgroup/*/; do
-        for n in "${CGROUP_NAMES[@]}"; do
-            [ -d "$h$n" ] && ! grep -qx "$h$n" "$STATE_DIR/cgroups.before" && echo "$h$n"
-        done
-    done
-    return 0
-}
-
 # Processes inside those folders (containers whose shim is gone).
 cgroup_processes() {
     local d

@@ -139,3 +139,16 @@ stop_pid() {
     for ((i = 0; i < 50; i++)); do alive "$pid" || return 0; sleep 0.1; done
     log "warning: pid $pid still present after SIGKILL"
 }
+
+# Cgroup folders this cluster made: the kubepods/k8s.io folders that were not there before up.sh
+# (a machine that is also a real node keeps its own).
+our_cgroups() {
+    local h n
+    [ -f "$STATE_DIR/cgroups.before" ] || return 0
+    for h in /sys/fs/cgroup/*/; do
+        for n in "${CGROUP_NAMES[@]}"; do
+            [ -d "$h$n" ] && ! grep -qx "$h$n" "$STATE_DIR/cgroups.before" && echo "$h$n"
+        done
+    done
+    return 0
+}

@@ -42,7 +42,8 @@ KUBECTL=$(component_path kubectl)
 HELM=$(component_path helm)
 phase "images (k8s/images/build_images.py)"
 "$PYTHON" "$K8S_DIR/images/build_images.py"
-eval "$("$PYTHON" "$K8S_DIR/images/build_images.py" --refs)"
+IMAGE_REFS=$("$PYTHON" "$K8S_DIR/images/build_images.py" --refs)  # IMAGE_PAUSE=localhost/pause:1 ...
+eval "$IMAGE_REFS"
 CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
 
 # ---------------------------------------------------------------- record the host as it is
@@ -343,7 +344,6 @@ mkdir -p "$overlay"
 cp "$HERE/overlays/contour/"*.yaml "$overlay/"
 cp "$CONTOUR_MODULE/examples/render/contour.yaml" "$overlay/contour.yaml"
 kubectl_ kustomize "$overlay" >"$CLUSTER_DIR/contour.rendered.yaml"
-# the certgen Job is immutable: a fresh etcd never has it, but keep up.sh re-runnable by hand
 kubectl_ apply --server-side -f "$CLUSTER_DIR/contour.rendered.yaml" >&2
 kubectl_ wait --for=condition=Established --timeout=60s crd/httpproxies.projectcontour.io >&2
 
@@ -358,7 +358,7 @@ kubectl_ apply -k "$K8S_DIR/manifests/rbac" >&2
 # Every image the cluster runs must be one this script imported (imagePullPolicy Never would stall).
 used=$(kubectl_ get pods,deployments,daemonsets,jobs -A -o jsonpath='{range ..containers[*]}{.image}{"\n"}{end}{range ..initContainers[*]}{.image}{"\n"}{end}' | sort -u)
 for img in $used; do
-    grep -qx "$img" <("$PYTHON" "$K8S_DIR/images/build_images.py" --refs | cut -d= -f2) \
+    grep -qx "$img" <(cut -d= -f2 <<<"$IMAGE_REFS") \
         || die "a workload uses image $img, which no local image provides (k8s/images/build_images.py)"
 done
 
@@ -382,11 +382,7 @@ wait_for "HTTP 200 from Envoy ($ENVOY_IP) for Host external.nginx" 60 - envoy_20
 
 # ---------------------------------------------------------------- done
 # For the record (down.sh finds them again, pods come and go): what the cluster has made so far.
-for h in /sys/fs/cgroup/*/; do
-    for n in "${CGROUP_NAMES[@]}"; do
-        [ -d "$h$n" ] && ! grep -qx "$h$n" "$STATE_DIR/cgroups.before" && echo "$h$n" >>"$STATE_DIR/cgroups.created"
-    done
-done
+our_cgroups >"$STATE_DIR/cgroups.created"
 awk '{print $5}' /proc/self/mountinfo | grep -E "^($CLUSTER_DIR|$RUN_DIR|$CONTAINERD_ROOT|/run/netns/cni-)" \
     >"$STATE_DIR/mounts.at-up" || true
 ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -vxF -f "$STATE_DIR/links.before" \
