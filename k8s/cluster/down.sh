@@ -83,8 +83,9 @@ done
 new_netns() {  # the cni-* namespaces that appeared since up.sh (none known without its state)
     local ns
     [ -f "$STATE_DIR/netns.before" ] || return 0
-    for ns in $(ls /var/run/netns 2>/dev/null); do
-        case $ns in cni-*) ;; *) continue ;; esac
+    for ns in /var/run/netns/cni-*; do
+        [ -e "$ns" ] || continue
+        ns=${ns##*/}
         grep -qx "$ns" "$STATE_DIR/netns.before" || echo "$ns"
     done
 }

@@ -38,7 +38,6 @@ phase "Debian packages"
 "$HERE/deps.sh"
 phase "binaries (k8s/cluster/build.sh)"
 "$HERE/build.sh" kubernetes contour coredns prometheus helm >/dev/null
-KUBECTL=$(component_path kubectl)
 HELM=$(component_path helm)
 phase "images (k8s/images/build_images.py)"
 "$PYTHON" "$K8S_DIR/images/build_images.py"
