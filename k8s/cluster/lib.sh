@@ -152,3 +152,13 @@ our_cgroups() {
     done
     return 0
 }
+
+# The one-machine cluster's Contour: the contour module's examples/render/contour.yaml with the patches of
+# overlays/contour, rendered by kustomize (the render file is copied next to the kustomization in DIR).
+render_contour() {  # DIR -> YAML on stdout
+    local dir=$1 module
+    module=$("$K8S_DIR/cluster/build.sh" --print-path contour-module)
+    mkdir -p "$dir"
+    cp "$K8S_DIR/cluster/overlays/contour/"*.yaml "$module/examples/render/contour.yaml" "$dir/"
+    "$(component_path kubectl)" kustomize "$dir"
+}

@@ -15,10 +15,10 @@ CHART=$REPO/charts/gateway-loadtest
 mapfile -t tools < <("$HERE/build.sh" --print-path helm kubeconform crd2jsonschema kubectl)
 [ ${#tools[@]} = 4 ] || die "k8s/cluster/build.sh could not provide helm, kubeconform, crd2jsonschema, kubectl"
 HELM=${tools[0]} KUBECONFORM=${tools[1]} CRD2JSONSCHEMA=${tools[2]} KUBECTL=${tools[3]}
-CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
 SCHEMAS=$CACHE/schemas/kubernetes-$K8S_VERSION-contour-$CONTOUR_VERSION-$(crd2jsonschema_key)
 if [ ! -f "$SCHEMAS/.complete" ]; then
     K8S_MODULE=$("$HERE/build.sh" --print-path kubernetes-module)
+    CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
     rm -rf "$SCHEMAS"
     "$CRD2JSONSCHEMA" -out "$SCHEMAS" -swagger "$K8S_MODULE/api/openapi-spec/swagger.json" \
         "$CONTOUR_MODULE/examples/contour/01-crds.yaml"
@@ -57,9 +57,7 @@ done
 check "k8s/cluster/overlays/prometheus" "$KUBECTL" kustomize "$HERE/overlays/prometheus"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$HERE/overlays/contour/"*.yaml "$tmp/"
-cp "$CONTOUR_MODULE/examples/render/contour.yaml" "$tmp/contour.yaml"
-check "k8s/cluster/overlays/contour (contour $CONTOUR_VERSION render + local patches)" "$KUBECTL" kustomize "$tmp"
+check "k8s/cluster/overlays/contour (contour $CONTOUR_VERSION render + local patches)" render_contour "$tmp"
 check "k8s/cluster/manifests/coredns.yaml" sed -e 's|@IMAGE_COREDNS@|localhost/coredns:1.11.4|' \
     -e 's|@DNS_SERVICE_IP@|10.96.0.10|' "$HERE/manifests/coredns.yaml"
 

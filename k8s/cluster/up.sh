@@ -43,7 +43,6 @@ phase "images (k8s/images/build_images.py)"
 "$PYTHON" "$K8S_DIR/images/build_images.py"
 IMAGE_REFS=$("$PYTHON" "$K8S_DIR/images/build_images.py" --refs)  # IMAGE_PAUSE=localhost/pause:1 ...
 eval "$IMAGE_REFS"
-CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
 
 # ---------------------------------------------------------------- record the host as it is
 rm -rf --one-file-system "$CLUSTER_DIR" "$LOG_DIR"
@@ -338,11 +337,7 @@ sed -e "s|@IMAGE_COREDNS@|$IMAGE_COREDNS|" -e "s|@DNS_SERVICE_IP@|$DNS_SERVICE_I
     "$HERE/manifests/coredns.yaml" | kubectl_ apply -f - >&2
 
 phase "Contour $CONTOUR_VERSION + Envoy DaemonSet (projectcontour)"
-overlay=$CLUSTER_DIR/kustomize/contour
-mkdir -p "$overlay"
-cp "$HERE/overlays/contour/"*.yaml "$overlay/"
-cp "$CONTOUR_MODULE/examples/render/contour.yaml" "$overlay/contour.yaml"
-kubectl_ kustomize "$overlay" >"$CLUSTER_DIR/contour.rendered.yaml"
+render_contour "$CLUSTER_DIR/kustomize/contour" >"$CLUSTER_DIR/contour.rendered.yaml"
 kubectl_ apply --server-side -f "$CLUSTER_DIR/contour.rendered.yaml" >&2
 kubectl_ wait --for=condition=Established --timeout=60s crd/httpproxies.projectcontour.io >&2
 

