@@ -17,20 +17,20 @@ export PYTHON
 
 .PHONY: cluster-up cluster-down k8s-tools chart-lint kind-up kind-down
 
-cluster-up:
+cluster-up: ## real single-node cluster here, no Docker (root; prints export KUBECONFIG=...)
 	$(K8S_DIR)/cluster/up.sh
 
-cluster-down:
+cluster-down: ## remove everything cluster-up made
 	$(K8S_DIR)/cluster/down.sh
 
-k8s-tools:
+k8s-tools: ## helm + kubeconform (go install, cached)
 	$(K8S_DIR)/cluster/build.sh tools
 
-chart-lint: k8s-tools
+chart-lint: k8s-tools ## helm lint + helm template | kubeconform -strict, manifests and overlays
 	$(K8S_DIR)/cluster/lint.sh
 
-kind-up:
+kind-up: ## kind cluster with the same test bed (needs Docker)
 	$(K8S_DIR)/kind/up.sh
 
-kind-down:
+kind-down: ## delete that kind cluster
 	$(K8S_DIR)/kind/down.sh
