@@ -348,6 +348,7 @@ phase "test bed chart (gateway-loadtest) and runner RBAC"
 "$HELM" upgrade --install gateway-loadtest "$REPO/charts/gateway-loadtest" --kubeconfig "$ADMIN_KUBECONFIG" \
     --namespace gateway-loadtest --create-namespace -f "$HERE/values-local.yaml" >&2
 kubectl_ apply -k "$K8S_DIR/manifests/rbac" >&2
+kubectl_ apply -f "$HERE/manifests/gateway-sizer-defaults.yaml" >&2
 
 # Every image the cluster runs must be one this script imported (imagePullPolicy Never would stall).
 used=$(kubectl_ get pods,deployments,daemonsets,jobs -A -o jsonpath='{range ..containers[*]}{.image}{"\n"}{end}{range ..initContainers[*]}{.image}{"\n"}{end}' | sort -u)

@@ -106,8 +106,8 @@ CRASHING_RUN = textwrap.dedent("""
     changes = ClusterChanges(store.run_dir / FILE_NAME)
     envoy = wl.find(cluster, scenario.envoy.workload, "envoy")
     nginx = wl.find(cluster, scenario.backend.workload, "backend")
-    changes.remember(Original(envoy, wl.get_resources(cluster, envoy))).resources_changed = True
-    changes.remember(Original(nginx, wl.get_resources(cluster, nginx), replicas=2)).replicas_changed = True
+    changes.remember(Original(envoy, wl.get_pod_resources(cluster, envoy))).resources_changed = True
+    changes.remember(Original(nginx, wl.get_pod_resources(cluster, nginx), replicas=2)).replicas_changed = True
     changes.save()
     wl.set_resources(cluster, envoy, wl.resources_for(0.15, 2**28))
     wl.scale(cluster, nginx, 4)

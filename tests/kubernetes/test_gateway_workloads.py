@@ -46,7 +46,7 @@ def test_patch_sets_guaranteed_resources_and_undo_restores_the_original_exactly(
     create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": {}, "envoy": ORIGINAL}))
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     changes = ClusterChanges(tmp_path / "originals.json")
-    original = changes.remember(Original(envoy, wl.get_resources(admin, envoy)))
+    original = changes.remember(Original(envoy, wl.get_pod_resources(admin, envoy)))
     wanted = wl.resources_for(0.3, 512 * 2**20)
     original.resources_changed = True
     wl.set_resources(admin, envoy, wanted)
@@ -65,8 +65,8 @@ def test_undo_removes_limits_the_original_did_not_have(admin, namespace, tmp_pat
     create(admin, workload("Deployment", namespace, "contour", {"contour": {}}))
     contour = wl.Workload("Deployment", namespace, "contour", "contour")
     changes = ClusterChanges(tmp_path / "originals.json")
-    original = changes.remember(Original(contour, wl.get_resources(admin, contour), replicas=1))
-    assert original.resources is None
+    original = changes.remember(Original(contour, wl.get_pod_resources(admin, contour), replicas=1))
+    assert original.resources == {"contour": None}
     original.resources_changed = True
     wl.set_resources(admin, contour, wl.resources_for(1.0, 2**30))
     undo(admin, changes, timeout_s=1, wait=False)
@@ -157,7 +157,7 @@ def test_scaling_the_backend_is_undone_to_the_original_replicas(admin, namespace
     create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
     nginx = wl.Workload("Deployment", namespace, "nginx", "nginx")
     changes = ClusterChanges(tmp_path / "originals.json")
-    original = changes.remember(Original(nginx, None, replicas=wl.replicas(admin, nginx)))
+    original = changes.remember(Original(nginx, replicas=wl.replicas(admin, nginx)))
     original.replicas_changed = True
     wl.scale(admin, nginx, 5)
     undo(admin, changes, timeout_s=1, wait=False)
@@ -168,3 +168,26 @@ def test_a_daemonset_cannot_be_scaled(admin, namespace):
     create(admin, workload("DaemonSet", namespace, "nginx", {"nginx": {}}))
     with pytest.raises(UsageError, match="only a Deployment backend"):
         wl.scale(admin, wl.Workload("DaemonSet", namespace, "nginx", "nginx"), 3)
+
+
+def test_guaranteed_qos_gives_the_sidecar_limits_equal_to_requests_and_undo_restores_both(admin, namespace, tmp_path):
+    sidecar = {"requests": {"cpu": "25m", "memory": "50Mi"}}
+    create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": sidecar, "envoy": ORIGINAL}))
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(envoy, wl.get_pod_resources(admin, envoy)))
+    original.resources_changed = True
+    wl.set_pod_resources(
+        admin, envoy, {"envoy": wl.resources_for(0.3, 2**28), "shutdown-manager": wl.guaranteed(sidecar)}
+    )
+    pod = wl.get_pod_resources(admin, envoy)
+    assert pod["shutdown-manager"] == {
+        "limits": {"cpu": "25m", "memory": "50Mi"},
+        "requests": {"cpu": "25m", "memory": "50Mi"},
+    }
+    assert wl.guaranteed(None) == {
+        "limits": {"cpu": "10m", "memory": "32Mi"},
+        "requests": {"cpu": "10m", "memory": "32Mi"},
+    }
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.get_pod_resources(admin, envoy) == {"shutdown-manager": sidecar, "envoy": ORIGINAL}

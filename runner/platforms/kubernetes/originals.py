@@ -14,17 +14,17 @@ from typing import Any
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
-from runner.platforms.kubernetes.workloads import Workload, scale, set_resources, wait_rolled_out
+from runner.platforms.kubernetes.workloads import Workload, scale, set_pod_resources, wait_rolled_out
 
 FILE_NAME = "kubernetes-originals.json"
 
 
 @dataclass
 class Original:
-    """A workload's state before the run touched it."""
+    """A workload's state before the run touched it: every container's resources, by name."""
 
     workload: Workload
-    resources: dict[str, Any] | None = None
+    resources: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     replicas: int | None = None
     resources_changed: bool = False
     replicas_changed: bool = False
@@ -84,7 +84,7 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
     for original in changes.originals:
         try:
             if original.resources_changed:
-                set_resources(cluster, original.workload, original.resources)
+                set_pod_resources(cluster, original.workload, original.resources)
                 original.resources_changed = False
                 done.append(f"restored resources of {original.workload}")
             if original.replicas_changed and original.replicas is not None:

@@ -64,7 +64,7 @@ class KubernetesPlatform(Platform):
                 self.changes.remember(
                     Original(
                         workload,
-                        workloads.get_resources(cluster, workload),
+                        workloads.get_pod_resources(cluster, workload),
                         workloads.replicas(cluster, workload) if workload.kind == "Deployment" else None,
                     )
                 )
@@ -161,14 +161,14 @@ class KubernetesPlatform(Platform):
         cluster, envoy = self._cluster(), self.envoy
         assert envoy is not None and self.backend is not None
         timeout = self.scenario.kubernetes.rollout_timeout_s
-        guaranteed = self.scenario.envoy.guaranteed_qos
         changed: list[Workload] = []
         if config.contour is not None and self.contour is not None:
-            wanted = workloads.resources_for(config.contour.cpu_cores, config.contour.memory_bytes, guaranteed=True)
-            if self._set(cluster, self.contour, wanted):
+            sized = workloads.resources_for(config.contour.cpu_cores, config.contour.memory_bytes)
+            if self._set(cluster, self.contour, sized, guaranteed=True):
                 changed.append(self.contour)
-        wanted = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
-        if self._set(cluster, envoy, wanted):
+        guaranteed = self.scenario.envoy.guaranteed_qos
+        sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
+        if self._set(cluster, envoy, sized, guaranteed=guaranteed):
             changed.append(envoy)
         original = self.changes.original(self.backend)
         if original is not None and workloads.replicas(cluster, self.backend) != config.backend_replicas:
@@ -180,14 +180,21 @@ class KubernetesPlatform(Platform):
             workloads.wait_rolled_out(cluster, workload, timeout)
         self._check_envoy_limit(cluster, config)
 
-    def _set(self, cluster: Cluster, workload: Workload, wanted: dict[str, Any]) -> bool:
-        if workloads.get_resources(cluster, workload) == wanted:
-            return False
+    def _set(self, cluster: Cluster, workload: Workload, sized: dict[str, Any], *, guaranteed: bool) -> bool:
+        """Give the sized container `sized`; for Guaranteed QoS, the pod's other containers limits = requests."""
         original = self.changes.original(workload)
+        current = workloads.get_pod_resources(cluster, workload)
+        wanted: dict[str, dict[str, Any] | None] = {workload.container: sized}
+        if guaranteed and original is not None:
+            for name, resources in original.resources.items():
+                if name != workload.container:
+                    wanted[name] = workloads.guaranteed(resources)
+        if all(current.get(name) == value for name, value in wanted.items()):
+            return False
         if original is not None:
             original.resources_changed = True  # recorded before the change, so a crash can be undone
             self.changes.save()
-        workloads.set_resources(cluster, workload, wanted)
+        workloads.set_pod_resources(cluster, workload, wanted)
         return True
 
     def _check_envoy_limit(self, cluster: Cluster, config: Configuration) -> None:

@@ -15,6 +15,8 @@ Kind = Literal["DaemonSet", "Deployment"]
 POLL_S = 1.0
 # A requests-only value used when Guaranteed QoS is turned off: the scheduler still has to fit the pod.
 BURSTABLE_REQUEST_CPU = "100m"
+# What a sidecar (Contour's shutdown-manager) gets when it has no requests, for a Guaranteed pod.
+SIDECAR_MINIMUM = {"cpu": "10m", "memory": "32Mi"}
 
 
 @dataclass(frozen=True)
@@ -67,25 +69,36 @@ def _container_index(obj: Any, container: str) -> int:
 
 
 def get_resources(cluster: Cluster, workload: Workload) -> dict[str, Any] | None:
-    """The container's `resources`, as the API serves them (None when unset)."""
+    """The sized container's `resources`, as the API serves them (None when unset)."""
+    return get_pod_resources(cluster, workload)[workload.container]
+
+
+def get_pod_resources(cluster: Cluster, workload: Workload) -> dict[str, dict[str, Any] | None]:
+    """Every container's `resources` in the pod template, by container name."""
     obj = read(cluster, workload)
-    resources = obj.spec.template.spec.containers[_container_index(obj, workload.container)].resources
-    data = cluster.api.sanitize_for_serialization(resources) if resources is not None else None
-    return data or None
+    found: dict[str, dict[str, Any] | None] = {}
+    for container in obj.spec.template.spec.containers:
+        data = cluster.api.sanitize_for_serialization(container.resources) if container.resources else None
+        found[container.name] = data or None
+    return found
 
 
 def set_resources(cluster: Cluster, workload: Workload, resources: dict[str, Any] | None) -> None:
-    """Replace the container's `resources` exactly (a JSON patch, so keys absent in `resources` go away)."""
+    """Replace the sized container's `resources` exactly."""
+    set_pod_resources(cluster, workload, {workload.container: resources})
+
+
+def set_pod_resources(cluster: Cluster, workload: Workload, resources: dict[str, dict[str, Any] | None]) -> None:
+    """Replace the named containers' `resources` exactly, in one JSON patch (one rollout)."""
     obj = read(cluster, workload)
-    path = f"/spec/template/spec/containers/{_container_index(obj, workload.container)}/resources"
-    patch = [
-        {"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid},
-        {"op": "add", "path": path, "value": resources or {}},
-    ]
+    patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
+    for name, value in resources.items():
+        path = f"/spec/template/spec/containers/{_container_index(obj, name)}/resources"
+        patch.append({"op": "add", "path": path, "value": value or {}})
     patcher = (
         cluster.apps.patch_namespaced_daemon_set
         if workload.kind == "DaemonSet"
-        else (cluster.apps.patch_namespaced_deployment)
+        else cluster.apps.patch_namespaced_deployment
     )
     call(f"patch {workload}", patcher, workload.name, workload.namespace, patch)
 
@@ -99,6 +112,14 @@ def resources_for(cpu_cores: float | None, memory_bytes: int | None, *, guarante
         limits["memory"] = format_memory(memory_bytes)
     requests = dict(limits) if guaranteed else {"cpu": BURSTABLE_REQUEST_CPU}
     return {"limits": limits, "requests": requests} if limits else {}
+
+
+def guaranteed(resources: dict[str, Any] | None) -> dict[str, Any]:
+    """A sidecar's resources with limits equal to requests, so the whole pod gets Guaranteed QoS."""
+    resources = resources or {}
+    amounts = {**SIDECAR_MINIMUM, **resources.get("limits", {}), **resources.get("requests", {})}
+    chosen = {k: amounts[k] for k in ("cpu", "memory")}
+    return {"limits": dict(chosen), "requests": dict(chosen)}
 
 
 def rolled_out(obj: Any, kind: Kind) -> bool:
