@@ -6,6 +6,8 @@ this file is edited per run:
     --host-header external.nginx   Host header the gateway routes on (Contour's HTTPProxy fqdn)
     --request-path /               path requested
     --user-rps 0                   requests per second per user; 0 = closed loop (no wait)
+    --arrivals synchronized        paced users fire on shared clock ticks (synchronized) or each on its
+                                   own phase (spread)
 
 Two users send the same requests and report them alike (request type GET, name = the path):
 
@@ -19,6 +21,7 @@ Pick a class on the command line, e.g. `locust -f locustfiles/gateway.py LeanGat
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -34,6 +37,7 @@ NETWORK_TIMEOUT_S = 10.0
 # Closed loop: requests a lean user sends per task run, so Locust's scheduler (task choice, wait,
 # gevent.sleep(0)) runs once per batch; each request still yields while it waits for its answer.
 CLOSED_LOOP_BATCH = 32
+ARRIVALS = ("synchronized", "spread")
 
 
 @events.init_command_line_parser.add_listener
@@ -44,6 +48,12 @@ def _add_options(parser) -> None:
     group.add_argument(
         "--user-rps", type=float, default=0.0, help="requests per second per user (0: closed loop, no wait)"
     )
+    group.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        default="synchronized",
+        help="paced users fire together on clock ticks (synchronized) or each on its own phase (spread)",
+    )
 
 
 class PacedUser:
@@ -51,25 +61,40 @@ class PacedUser:
 
     Unlike `constant_throughput`, a request that takes longer than the period does not lower the rate:
     the next one starts at once, so the offered load holds until the server is saturated.
+
+    `--arrivals synchronized` (the default) starts every user's schedule on the same wall-clock tick,
+    so all users of a rate fire together, on every worker: Envoy then finds requests waiting and handles
+    them back to back, as a gateway busy most of the time does. `spread` gives each user its own random
+    phase, a smooth stream: behind a CPU limit far below a core, Envoy then wakes for nearly every
+    request and pays a per-wake-up cost that a busy production gateway does not.
     """
 
     _schedule_next: float | None = None
-    _schedule_period: float = 0.0
+    _schedule_key: tuple[float, str] = (0.0, "")
 
     def wait_time(self) -> float:
-        rate = float(self.environment.parsed_options.user_rps or 0.0)
+        options = self.environment.parsed_options
+        rate = float(options.user_rps or 0.0)
         if rate <= 0:
             self._schedule_next = None
             return 0.0
-        period = 1.0 / rate
+        period, arrivals = 1.0 / rate, getattr(options, "arrivals", "synchronized")
         now = time.monotonic()
         next_start = self._schedule_next
-        if next_start is None or period != self._schedule_period or now - next_start > MAX_SCHEDULE_LAG_S:
-            next_start = now + random.uniform(0.0, period)  # spread users over the period
+        if next_start is None or (period, arrivals) != self._schedule_key or now - next_start > MAX_SCHEDULE_LAG_S:
+            next_start = now + _first_delay(period, arrivals)
         else:
             next_start += period
-        self._schedule_next, self._schedule_period = next_start, period
+        self._schedule_next, self._schedule_key = next_start, (period, arrivals)
         return max(0.0, next_start - now)
+
+
+def _first_delay(period: float, arrivals: str) -> float:
+    """Seconds until a new schedule's first request: the next shared tick, or a random phase."""
+    if arrivals == "spread":
+        return random.uniform(0.0, period)
+    wall = time.time()
+    return (math.floor(wall / period) + 1) * period - wall
 
 
 class FastGatewayUser(PacedUser, FastHttpUser):

@@ -158,7 +158,7 @@ def cmd_testbed_up(args: argparse.Namespace) -> int:
             replicas, cpu_cores=scenario.backend.cpu_cores, memory_bytes=scenario.backend.memory_bytes
         )
         testbed.start_envoy(cpu, scenario.envoy.memory_bytes[0], scenario.envoy.concurrency_for(cpu))
-        options = LocustOptions(scenario.load.host_header, scenario.load.path)
+        options = LocustOptions.from_load(scenario.load)
         testbed.start_locust(
             LocustSetup(scenario.load.locustfile, scenario.load.locust_user_class, options, scenario.load.workers)
         )

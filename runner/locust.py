@@ -11,11 +11,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from runner.errors import LoadGeneratorError, UnreachableError
+
+if TYPE_CHECKING:
+    from runner.scenario import LoadSpec
 
 SNAPSHOT_PATH = "/gateway-sizer/snapshot"
 STATS_EXTENSION = "gateway_sizer_stats.py"
@@ -35,19 +38,25 @@ class LocustOptions:
     host_header: str
     request_path: str
     user_rps: float = 0.0
+    arrivals: str = "synchronized"
 
-    def as_args(self) -> list[str]:
-        return [
-            "--host-header",
-            self.host_header,
-            "--request-path",
-            self.request_path,
-            "--user-rps",
-            f"{self.user_rps:g}",
-        ]
+    @classmethod
+    def from_load(cls, load: LoadSpec, user_rps: float = 0.0) -> LocustOptions:
+        """The options a scenario's `load` section asks for, at `user_rps` per user."""
+        return cls(load.host_header, load.path, user_rps, load.arrivals)
 
     def as_form(self) -> dict[str, str]:
-        return {"host_header": self.host_header, "request_path": self.request_path, "user_rps": f"{self.user_rps:g}"}
+        """The options as the /swarm form fields Locust forwards to the workers."""
+        return {
+            "host_header": self.host_header,
+            "request_path": self.request_path,
+            "user_rps": f"{self.user_rps:g}",
+            "arrivals": self.arrivals,
+        }
+
+    def as_args(self) -> list[str]:
+        """The same options on a Locust command line."""
+        return [arg for key, value in self.as_form().items() for arg in (f"--{key.replace('_', '-')}", value)]
 
 
 def locustfile_arg(locustfile: Path) -> str:

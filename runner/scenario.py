@@ -124,6 +124,7 @@ class LoadSpec(_Model):
     path: str = "/"
     workers: int = Field(default=2, ge=1)
     mode: Literal["users", "rps"] = "rps"
+    arrivals: Literal["synchronized", "spread"] = "synchronized"
     search: Literal["adaptive", "ramp", "fixed"] = "adaptive"
     users: PositiveInts = (4, 8, 12, 16)
     rps: PositiveFloats | None = None

@@ -24,7 +24,7 @@ TOLERANCE = 0.02
 AIM_ABOVE = 0.5  # aim at threshold + AIM_ABOVE * tolerance, so a miss still brackets quickly
 MIN_SIGNAL = 0.05  # below this utilization a step says little about the slope
 MIN_PROGRESS = 0.05  # a prediction less than 5% above the highest load so far is noise: grow instead
-EDGE = 0.1  # a secant guess this close to a bracket end (share of its width) is replaced by bisection
+EDGE = 0.02  # a secant guess this close to a bracket end (share of its width) is replaced by bisection
 
 
 class LoadSearch(Protocol):

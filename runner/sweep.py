@@ -195,7 +195,7 @@ class Sweep:
     ) -> int:
         """Ask Locust for `level` (at the gateway unless `host`), then wait for the spawn and the settle."""
         load = self.scenario.load
-        options = LocustOptions(host_header=load.host_header, request_path=load.path, user_rps=level.user_rps)
+        options = LocustOptions.from_load(load, level.user_rps)
         self.platform.locust.swarm(level.users, load.spawn_rate, host or self.platform.endpoints.gateway, options)
         spawn_s = math.ceil(abs(level.users - current_users) / load.spawn_rate) + SPAWN_MARGIN_S
         wait_s = max(hold_s, spawn_s)

@@ -102,7 +102,7 @@ class KubernetesPlatform(Platform):
             pull_policy=k8s.image_pull_policy or defaults.get("image-pull-policy", "IfNotPresent"),
             user_class=load.locust_user_class,
             locustfile=load.locustfile,
-            options=LocustOptions(host_header=load.host_header, request_path=load.path),
+            options=LocustOptions.from_load(load),
             gateway_url=k8s.gateway_url,
             workers=load.workers,
             worker_resources=self._worker_resources(defaults),

@@ -40,7 +40,7 @@ class LocalPlatform(Platform):
         self.testbed.check_ports(max(self.scenario.backend.replicas))
         self.testbed.record_state(os.getpid())
         self.testbed.start_monitoring()
-        options = LocustOptions(host_header=load.host_header, request_path=load.path)
+        options = LocustOptions.from_load(load)
         setup = LocustSetup(load.locustfile, load.locust_user_class, options, load.workers)
         self._locust = self.testbed.start_locust(setup)
 
