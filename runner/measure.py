@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from runner.locust import REPORT_LAG_S, LocustMaster, Snapshot
-from runner.metrics import Metrics, Selectors
+from runner.metrics import MIN_CPU_SAMPLES, Metrics, Selectors
+
+MAX_WINDOW_FACTOR = 8  # a window grows to at most this many times its length to collect CPU samples
 
 
 @dataclass(frozen=True)
@@ -118,22 +120,34 @@ class StepMeter:
             self._alive()
 
     def measure(self, index: int, level: LoadLevel, window_s: float) -> Step:
-        """Measure [t0, t0 + window) starting at the next whole second; returns after the data is in."""
+        """Measure [t0, t0 + window) starting at the next whole second; returns after the data is in.
+
+        The window grows (the load holding) until Envoy's CPU counter has MIN_CPU_SAMPLES samples in it,
+        up to MAX_WINDOW_FACTOR times its length: a kubelet's cAdvisor refreshes it only every 10-15 s.
+        """
         start = math.ceil(time.time())
         end = start + max(1, round(window_s))
         lag = max(REPORT_LAG_S, self.metrics.scrape_interval_s + 0.5)
         self._sleep_until(start + lag)
         before = self.locust.snapshot()
         self._sleep_until(end + lag)
+        samples = self.metrics.cpu_samples(self.selectors.envoy, start, end)
+        while samples < MIN_CPU_SAMPLES and end - start < MAX_WINDOW_FACTOR * window_s:
+            end += max(1, round(window_s / 2))
+            self._sleep_until(end + lag)
+            samples = self.metrics.cpu_samples(self.selectors.envoy, start, end)
         after = self.locust.snapshot()
-        return self._step(index, level, start, end, before, after)
+        spacing = (end - start) / (samples - 1) if samples > 1 else float(end - start)
+        return self._step(index, level, start, end, before, after, spacing)
 
-    def _step(self, index: int, level: LoadLevel, start: int, end: int, before: Snapshot, after: Snapshot) -> Step:
+    def _step(
+        self, index: int, level: LoadLevel, start: int, end: int, before: Snapshot, after: Snapshot, spacing: float
+    ) -> Step:
         window = end - start
         requests = _count(after.requests_per_second, start, end)
         failures = _count(after.failures_per_second, start, end)
         latency = histogram_delta(before.response_times_ms, after.response_times_ms)
-        cpu = self.metrics.cpu_cores(self.selectors.envoy, start, end)
+        cpu = self.metrics.cpu_cores(self.selectors.envoy, start, end, spacing)
         backend = self.metrics.cpu_cores(self.selectors.backend, start, end)
         generator_pods = self.metrics.cpu_cores_by_pod(self.selectors.generator, start, end)
         generator = (

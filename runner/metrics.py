@@ -19,10 +19,14 @@ from runner.errors import UnreachableError
 # {sel} is a label matcher list (see Selector), {range} a PromQL duration.
 CPU_CORES = "sum(rate(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
 CPU_CORES_BY_POD = "sum by (pod) (rate(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
+CPU_SAMPLES = "max(count_over_time(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
 MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
 ENVOY_RPS = 'sum(rate(envoy_http_downstream_rq_total{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]))'
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
 MIN_SUBWINDOW_S = 5.0
+# A window's CPU figures need this many samples of the container's counter. cAdvisor in a kubelet
+# refreshes them every 10-15 s by default, so on a cluster a window may have to grow to hold them.
+MIN_CPU_SAMPLES = 3
 QUERY_TIMEOUT_S = 10.0
 
 
@@ -93,10 +97,15 @@ class Metrics:
     def has_series(self, metric_selector: str, at: float) -> bool:
         return bool(self._query(f"count({metric_selector})", at))
 
-    def _range_stats(self, template: str, sel: str, start: float, end: float) -> WindowStats:
+    def cpu_samples(self, selector: Selector, start: float, end: float) -> int:
+        """Samples of the selected containers' CPU counter inside [start, end] (the best-covered one)."""
+        value = self._scalar(CPU_SAMPLES.format(sel=selector.matchers(), range=_duration(end - start)), end)
+        return int(value) if math.isfinite(value) else 0
+
+    def _range_stats(self, template: str, sel: str, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
         window = end - start
         mean = self._scalar(template.format(sel=sel, range=_duration(window)), end)
-        sub = max(MIN_SUBWINDOW_S, 2.5 * self.scrape_interval_s)
+        sub = max(MIN_SUBWINDOW_S, 2.5 * max(self.scrape_interval_s, spacing_s))
         if window <= sub:
             return WindowStats(mean, mean, mean)
         query = template.format(sel=sel, range=_duration(sub))
@@ -111,9 +120,10 @@ class Metrics:
             return WindowStats(mean, mean, mean)
         return WindowStats(mean, min(mean, *values), max(mean, *values))  # the range always holds the mean
 
-    def cpu_cores(self, selector: Selector, start: float, end: float) -> WindowStats:
-        """Cores used by the selected containers: mean over the window, min/max over sub-windows."""
-        return self._range_stats(CPU_CORES, selector.matchers(), start, end)
+    def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
+        """Cores used by the selected containers: mean over the window, min/max over sub-windows (at least
+        2.5 scrape intervals, or 2.5 sample spacings when the counter is refreshed less often)."""
+        return self._range_stats(CPU_CORES, selector.matchers(), start, end, spacing_s)
 
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]:
         query = CPU_CORES_BY_POD.format(sel=selector.matchers(), range=_duration(end - start))

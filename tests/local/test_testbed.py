@@ -37,6 +37,9 @@ def test_gateway_routes_on_the_host_header_round_robin_to_every_replica(testbed_
         response = session.get(testbed.gateway_url + "/", headers={"Host": "external.nginx"}, timeout=5)
         assert response.status_code == 200 and "Welcome to nginx!" in response.text
     assert session.get(testbed.gateway_url + "/", headers={"Host": "other.host"}, timeout=5).status_code == 404
+    gzipped = session.get(testbed.gateway_url + "/", headers={"Host": "external.nginx", "Accept-Encoding": "gzip"})
+    assert gzipped.headers.get("Content-Encoding") == "gzip"  # Contour's compressor filter, as in a cluster
+    assert "x-request-id" not in {k.lower() for k in gzipped.request.headers}
     clusters = requests.get(f"http://127.0.0.1:{testbed.ports.envoy_admin}/clusters", timeout=5).text
     per_host = [line for line in clusters.splitlines() if line.startswith(CLUSTER_NAME) and "::rq_total::" in line]
     assert len(per_host) == 2 and all(int(line.rsplit("::", 1)[1]) > 0 for line in per_host), per_host

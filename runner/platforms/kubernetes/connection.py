@@ -39,6 +39,10 @@ class Cluster:
         """An HTTP session authenticated like the API client (for service-proxy URLs)."""
         cfg = self.api.configuration
         session = requests.Session()
+        # REQUESTS_CA_BUNDLE and the like would replace the cluster's CA: take settings from the kubeconfig only.
+        session.trust_env = False
+        if cfg.proxy:
+            session.proxies = {"http": cfg.proxy, "https": cfg.proxy}
         session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
         if cfg.cert_file and cfg.key_file:
             session.cert = (cfg.cert_file, cfg.key_file)

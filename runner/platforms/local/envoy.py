@@ -1,9 +1,11 @@
-"""Envoy as Contour programs it for one HTTPProxy: a listener, a virtual host, round robin to nginx.
+"""Envoy as Contour v1.32 programs it for one HTTPProxy: a listener, a virtual host, round robin to nginx.
 
 The bootstrap mirrors what Contour sends over xDS for `virtualhost.fqdn: external.nginx` routing `/` to
-the `nginx` Service: an `ingress_http` listener (Contour's stat prefix, so the same PromQL works on both
-platforms), a virtual host matched on the Host header, and a cluster named the way Contour names it.
-Benchmark-safe: circuit breakers that never queue requests and no request-id generation.
+the `nginx` Service, as read from a Contour-managed Envoy's config_dump: the `ingress_http` listener with
+Contour's TCP keep-alive options, its connection-manager settings and its HTTP filter chain (gzip
+compressor, gRPC-Web, gRPC stats, CORS, local rate limit, Lua and RBAC placeholders, router), a virtual
+host matched on the Host header, and the cluster named the way Contour names it. Two deliberate,
+benchmark-safe differences: circuit breakers that never queue requests, and no request-id generation.
 """
 
 from __future__ import annotations
@@ -18,9 +20,64 @@ STAT_PREFIX = "ingress_http"
 CLUSTER_NAME = "gateway-loadtest/nginx/80/da39a3ee5e"
 UNLIMITED = 1_000_000_000  # circuit-breaker thresholds high enough to never queue or reject
 CONNECT_TIMEOUT = "2s"
-# Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
+IDLE_TIMEOUT = "60s"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+# Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
 SCRAPE_FILTER = r"^(http\.ingress_http\.downstream_(rq_total|rq_[0-9]xx|cx_active)|server\.(live|uptime))$"
+_EXT = "type.googleapis.com/envoy.extensions"
+COMPRESSED_TYPES = [
+    "text/html", "text/plain", "text/css", "application/javascript", "application/x-javascript",
+    "text/javascript", "text/x-javascript", "text/ecmascript", "text/js", "text/jscript", "text/x-js",
+    "application/ecmascript", "application/x-json", "application/xml", "application/json", "image/svg+xml",
+    "text/xml", "application/xhtml+xml", "application/grpc-web", "application/grpc-web+proto",
+    "application/grpc-web+json", "application/grpc-web+thrift", "application/grpc-web-text",
+    "application/grpc-web-text+proto", "application/grpc-web-text+thrift",
+]  # fmt: skip
+# Contour's default HTTP filter chain for an HTTPProxy listener (its per-route features stay inert).
+HTTP_FILTERS: list[dict[str, Any]] = [
+    {
+        "name": "envoy.filters.http.compressor",
+        "typed_config": {
+            "@type": f"{_EXT}.filters.http.compressor.v3.Compressor",
+            "compressor_library": {
+                "name": "gzip",
+                "typed_config": {"@type": f"{_EXT}.compression.gzip.compressor.v3.Gzip"},
+            },
+            "response_direction_config": {"common_config": {"content_type": COMPRESSED_TYPES}},
+        },
+    },
+    {"name": "envoy.filters.http.grpc_web", "typed_config": {"@type": f"{_EXT}.filters.http.grpc_web.v3.GrpcWeb"}},
+    {
+        "name": "envoy.filters.http.grpc_stats",
+        "typed_config": {
+            "@type": f"{_EXT}.filters.http.grpc_stats.v3.FilterConfig",
+            "emit_filter_state": True,
+            "enable_upstream_stats": True,
+        },
+    },
+    {"name": "envoy.filters.http.cors", "typed_config": {"@type": f"{_EXT}.filters.http.cors.v3.Cors"}},
+    {
+        "name": "envoy.filters.http.local_ratelimit",
+        "typed_config": {"@type": f"{_EXT}.filters.http.local_ratelimit.v3.LocalRateLimit", "stat_prefix": "http"},
+    },
+    {
+        "name": "envoy.filters.http.lua",
+        "typed_config": {
+            "@type": f"{_EXT}.filters.http.lua.v3.Lua",
+            "default_source_code": {"inline_string": "-- Placeholder for per-Route or per-Cluster overrides."},
+        },
+    },
+    {"name": "envoy.filters.http.rbac", "typed_config": {"@type": f"{_EXT}.filters.http.rbac.v3.RBAC"}},
+    {"name": "router", "typed_config": {"@type": f"{_EXT}.filters.http.router.v3.Router"}},
+]
+# Contour's listener socket options: TCP keep-alive (SOL_SOCKET/SO_KEEPALIVE, then TCP_KEEPIDLE,
+# TCP_KEEPINTVL, TCP_KEEPCNT).
+KEEPALIVE_OPTIONS = [
+    {"level": 1, "name": 9, "int_value": 1, "state": "STATE_LISTENING"},
+    {"level": 6, "name": 4, "int_value": 45, "state": "STATE_LISTENING"},
+    {"level": 6, "name": 5, "int_value": 5, "state": "STATE_LISTENING"},
+    {"level": 6, "name": 6, "int_value": 9, "state": "STATE_LISTENING"},
+]
 
 
 @dataclass(frozen=True)
@@ -47,24 +104,23 @@ def _circuit_breakers() -> dict[str, Any]:
 def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     """The static bootstrap for `layout`, as data."""
     socket = {"address": layout.address}
-    router = {
-        "name": "envoy.filters.http.router",
-        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-    }
     manager = {
         "@type": HCM_TYPE,
         "stat_prefix": STAT_PREFIX,
-        "generate_request_id": False,
+        "http_protocol_options": {"accept_http_10": True, "allow_chunked_length": True},
         "use_remote_address": True,
         "normalize_path": True,
-        "common_http_protocol_options": {"idle_timeout": "60s"},
-        "http_filters": [router],
+        "merge_slashes": True,
+        "preserve_external_request_id": True,
+        "generate_request_id": False,
+        "common_http_protocol_options": {"idle_timeout": IDLE_TIMEOUT},
+        "http_filters": HTTP_FILTERS,
         "route_config": {
             "name": STAT_PREFIX,
             "virtual_hosts": [
                 {
                     "name": layout.host_header,
-                    "domains": [layout.host_header, f"{layout.host_header}:*"],
+                    "domains": [layout.host_header],
                     "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}],
                 }
             ],
@@ -81,7 +137,7 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
                 {
                     "name": STAT_PREFIX,
                     "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
-                    "per_connection_buffer_limit_bytes": 32768,
+                    "socket_options": KEEPALIVE_OPTIONS,
                     "filter_chains": [
                         {
                             "filters": [
@@ -97,7 +153,7 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
                     "type": "STATIC",
                     "connect_timeout": CONNECT_TIMEOUT,
                     "lb_policy": "ROUND_ROBIN",
-                    "per_connection_buffer_limit_bytes": 32768,
+                    "common_lb_config": {"healthy_panic_threshold": {}},
                     "circuit_breakers": _circuit_breakers(),
                     "load_assignment": {"cluster_name": CLUSTER_NAME, "endpoints": [{"lb_endpoints": endpoints}]},
                 }

@@ -1,0 +1,84 @@
+"""The kubernetes platform end to end on the real one-machine cluster: up, a short sweep, down.
+
+A kubelet enforces Envoy's CPU limit, the DaemonSet really rolls out, Locust runs as pods, cAdvisor's
+figures come through Prometheus. Needs root; on a cold cache `make cluster-up` builds for ~17 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sizer_testing import PROJECT_ROOT, run_sizer
+
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster, connect
+from runner.platforms.kubernetes.loadgen import CONFIGMAP, MASTER, WORKER
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+CACHE = Path(os.environ.get("GATEWAY_SIZER_CACHE") or Path.home() / ".cache" / "gateway-sizer")
+ENVOY = workloads.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+
+
+def _make(target: str, timeout: float) -> str:
+    result = subprocess.run(
+        ["make", "-f", "k8s/cluster.mk", target],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Path, Cluster]]:
+    if os.geteuid() != 0:
+        pytest.skip("the one-machine cluster needs root")
+    already_up = (CACHE / "cluster" / "state").exists()
+    out = "" if already_up else _make("cluster-up", timeout=3300)
+    match = re.search(r"^export KUBECONFIG=(\S+)$", out, re.M)
+    kubeconfig = Path(match.group(1)) if match else CACHE / "cluster" / "admin.kubeconfig"
+    try:
+        yield kubeconfig, connect(str(kubeconfig))
+    finally:
+        if not already_up:
+            _make("cluster-down", timeout=600)
+
+
+@pytest.mark.timeout(2400)
+def test_kubernetes_sweep_finds_the_knees_and_puts_the_gateway_back(cluster, tmp_path):
+    kubeconfig, admin = cluster
+    before = workloads.get_pod_resources(admin, ENVOY)
+    result = run_sizer(
+        "sweep",
+        "--platform",
+        "kubernetes",
+        "--envoy-cpus",
+        "0.15,0.3",
+        "--results",
+        str(tmp_path),
+        timeout=1800,
+        env={"KUBECONFIG": str(kubeconfig)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
+    assert summary["platform"] == "kubernetes" and summary["status"] == "complete"
+    assert summary["environment"]["kubernetes"].startswith("v1.34")
+    knees = []
+    for config in summary["configs"]:
+        assert config["status"] == "saturated", config["reason"]
+        assert 0.88 <= config["knee"]["cpu_utilization"] <= 1.0
+        knees.append(config["knee"]["rps"])
+    assert 1.6 <= knees[1] / knees[0] <= 2.4, knees
+    assert workloads.get_pod_resources(admin, ENVOY) == before
+    names = {d.metadata.name for d in admin.apps.list_namespaced_deployment("gateway-loadtest").items}
+    assert not names & {MASTER, WORKER}
+    assert all(c.metadata.name != CONFIGMAP for c in admin.core.list_namespaced_config_map("gateway-loadtest").items)
