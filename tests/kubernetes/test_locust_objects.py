@@ -93,3 +93,11 @@ def test_objects_with_our_names_made_by_someone_else_are_left_alone(admin, names
     with pytest.raises(UsageError, match=f"ConfigMap {namespace}/{CONFIGMAP} exists and was not made by gateway-sizer"):
         _platform(namespace, tmp_path)._remove_leftover_locust(admin)
     assert admin.core.read_namespaced_config_map(CONFIGMAP, namespace).data == {"a": "b"}
+
+
+def test_the_service_proxy_session_trusts_the_cluster_ca_whatever_requests_ca_bundle_says(admin, monkeypatch):
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")  # a bundle without the cluster CA
+    response = admin.session().get(f"{admin.host}/version", timeout=10)
+    assert response.status_code == 200 and response.json()["gitVersion"].startswith("v1.34")
+    proxied = admin.session().get(admin.service_proxy_url("default", "kubernetes", 443) + "/version", timeout=10)
+    assert proxied.json()["kind"] == "Status"  # the API server's own answer about the proxy, not a TLS failure
