@@ -8,6 +8,9 @@ this file is edited per run:
     --user-rps 0                   requests per second per user; 0 = closed loop (no wait)
     --arrivals synchronized        paced users fire on shared clock ticks (synchronized) or each on its
                                    own phase (spread)
+    --accept-encoding "gzip, deflate, br"
+                                   sent by both users alike (a browser's, and FastHttpUser's default), so
+                                   the gateway compresses for either; "identity" asks for no compression
 
 Two users send the same requests and report them alike (request type GET, name = the path):
 
@@ -38,6 +41,12 @@ NETWORK_TIMEOUT_S = 10.0
 # gevent.sleep(0)) runs once per batch; each request still yields while it waits for its answer.
 CLOSED_LOOP_BATCH = 32
 ARRIVALS = ("synchronized", "spread")
+DEFAULT_ACCEPT_ENCODING = "gzip, deflate, br"
+
+
+def request_headers(options) -> dict[str, str]:
+    """The headers both users send besides their own User-Agent: Host and Accept-Encoding."""
+    return {"Host": options.host_header, "Accept-Encoding": options.accept_encoding or "identity"}
 
 
 @events.init_command_line_parser.add_listener
@@ -47,6 +56,11 @@ def _add_options(parser) -> None:
     group.add_argument("--request-path", default="/", help="path requested through the gateway")
     group.add_argument(
         "--user-rps", type=float, default=0.0, help="requests per second per user (0: closed loop, no wait)"
+    )
+    group.add_argument(
+        "--accept-encoding",
+        default=DEFAULT_ACCEPT_ENCODING,
+        help="Accept-Encoding header of every request (identity: ask for no compression)",
     )
     group.add_argument(
         "--arrivals",
@@ -106,7 +120,7 @@ class FastGatewayUser(PacedUser, FastHttpUser):
     def on_start(self) -> None:
         options = self.environment.parsed_options
         self._path = options.request_path
-        self._headers = {"Host": options.host_header}
+        self._headers = request_headers(options)
 
     @task
     def get_page(self) -> None:
@@ -124,8 +138,9 @@ class LeanGatewayUser(PacedUser, LeanHttpUser):
 
     def on_start(self) -> None:
         options = self.environment.parsed_options
+        headers = request_headers(options)
         self._request: PreparedRequest = self.client.prepare(
-            "GET", options.request_path, name=options.request_path, host_header=options.host_header
+            "GET", options.request_path, name=options.request_path, host_header=headers.pop("Host"), headers=headers
         )
 
     @task

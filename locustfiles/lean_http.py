@@ -11,7 +11,7 @@ are failures.
 
 Scope: HTTP/1.1 (HTTP/1.0 answers are understood) over TCP, optionally TLS with ALPN `http/1.1`.
 HTTP/2 is out of scope, and so are redirects (a 3xx is a success), cookies, request bodies and content
-decoding (no Accept-Encoding is sent, so the length counted is the body on the wire).
+decoding (the length counted is the body on the wire, compressed or not).
 """
 
 from __future__ import annotations

@@ -39,11 +39,12 @@ class LocustOptions:
     request_path: str
     user_rps: float = 0.0
     arrivals: str = "synchronized"
+    accept_encoding: str = "gzip, deflate, br"
 
     @classmethod
     def from_load(cls, load: LoadSpec, user_rps: float = 0.0) -> LocustOptions:
         """The options a scenario's `load` section asks for, at `user_rps` per user."""
-        return cls(load.host_header, load.path, user_rps, load.arrivals)
+        return cls(load.host_header, load.path, user_rps, load.arrivals, load.accept_encoding)
 
     def as_form(self) -> dict[str, str]:
         """The options as the /swarm form fields Locust forwards to the workers."""
@@ -52,6 +53,7 @@ class LocustOptions:
             "request_path": self.request_path,
             "user_rps": f"{self.user_rps:g}",
             "arrivals": self.arrivals,
+            "accept_encoding": self.accept_encoding,
         }
 
     def as_args(self) -> list[str]:

@@ -117,7 +117,7 @@ class BackendSpec(_Model):
 class LoadSpec(_Model):
     """How Locust drives the gateway and how the load is stepped."""
 
-    client: Literal["fasthttp", "lean"] = "fasthttp"
+    client: Literal["fasthttp", "lean"] = "lean"
     locustfile: Path = Path("locustfiles/gateway.py")
     user_class: str | None = None
     host_header: str = "external.nginx"
@@ -125,6 +125,7 @@ class LoadSpec(_Model):
     workers: int = Field(default=2, ge=1)
     mode: Literal["users", "rps"] = "rps"
     arrivals: Literal["synchronized", "spread"] = "synchronized"
+    accept_encoding: str = "gzip, deflate, br"
     search: Literal["adaptive", "ramp", "fixed"] = "adaptive"
     users: PositiveInts = (4, 8, 12, 16)
     rps: PositiveFloats | None = None

@@ -12,7 +12,9 @@ def cache(tmp_path, monkeypatch):
 
 
 def _calibration(workers=2):
-    scenario = parse_scenario({"name": "t", "envoy": {"cpu": [0.3]}, "load": {"workers": workers}})
+    scenario = parse_scenario(
+        {"name": "t", "envoy": {"cpu": [0.3]}, "load": {"workers": workers, "client": "fasthttp"}}
+    )
     direct = make_step(0, users=32, rps=8000, utilization=0.0)
     direct = direct.__class__(**{**direct.as_dict(), "generator_cpu_max": 0.8})
     gateway = make_step(1, users=32, rps=3000, utilization=1.0)
@@ -35,7 +37,7 @@ def test_workers_needed_keeps_each_worker_below_its_busy_target():
 def test_a_sweep_is_warned_only_when_its_workers_are_too_few():
     scenario, result = _calibration()
     calibrate.save(result)
-    big = parse_scenario({"name": "t", "envoy": {"cpu": [1, 2, 3]}, "load": {"workers": 2}})
+    big = parse_scenario({"name": "t", "envoy": {"cpu": [1, 2, 3]}, "load": {"workers": 2, "client": "fasthttp"}})
     warning = calibrate.provisioning_warning(big, plan_sweep(big))
     assert warning is not None and "use WORKERS=9" in warning and "WORKERS=2 may saturate" in warning
     assert calibrate.provisioning_warning(scenario, plan_sweep(scenario)) is None
