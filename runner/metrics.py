@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -17,9 +16,10 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from runner.errors import UnreachableError
 
 # {sel} is a label matcher list (see Selector), {range} a PromQL duration.
-CPU_CORES = "sum(rate(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
-CPU_CORES_BY_POD = "sum by (pod) (rate(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
-CPU_SAMPLES = "max(count_over_time(container_cpu_usage_seconds_total{{{sel}}}[{range}]))"
+# CPU is read as the counter's raw samples (with their own timestamps) and turned into rates here:
+# cAdvisor stamps a kubelet's samples irregularly, every 1-15 s, and rate()'s extrapolation to the
+# window's edges misjudged a saturated 8 s window by a quarter on the one-machine cluster.
+CPU_SAMPLES = "container_cpu_usage_seconds_total{{{sel}}}[{range}]"
 MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
 ENVOY_RPS = 'sum(rate(envoy_http_downstream_rq_total{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]))'
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
@@ -97,37 +97,39 @@ class Metrics:
     def has_series(self, metric_selector: str, at: float) -> bool:
         return bool(self._query(f"count({metric_selector})", at))
 
-    def cpu_samples(self, selector: Selector, start: float, end: float) -> int:
-        """Samples of the selected containers' CPU counter inside [start, end] (the best-covered one)."""
-        value = self._scalar(CPU_SAMPLES.format(sel=selector.matchers(), range=_duration(end - start)), end)
-        return int(value) if math.isfinite(value) else 0
+    def _counter_samples(self, query: str, end: float) -> dict[str, list[tuple[float, float]]]:
+        """Raw samples of a range-vector query, per pod."""
+        found: dict[str, list[tuple[float, float]]] = {}
+        for series in self._query(query, end):
+            pod = series["metric"].get("pod", "?")
+            found.setdefault(pod, []).extend((float(t), float(v)) for t, v in series.get("values", []))
+        return found
 
-    def _range_stats(self, template: str, sel: str, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
-        window = end - start
-        mean = self._scalar(template.format(sel=sel, range=_duration(window)), end)
-        sub = max(MIN_SUBWINDOW_S, 2.5 * max(self.scrape_interval_s, spacing_s))
-        if window <= sub:
-            return WindowStats(mean, mean, mean)
-        query = template.format(sel=sel, range=_duration(sub))
-        try:
-            series = self._prom.custom_query_range(
-                query, start_time=_dt(start + sub), end_time=_dt(end), step=_duration(self.scrape_interval_s)
-            )
-        except (requests.RequestException, PrometheusApiClientException) as error:
-            raise UnreachableError(f"Prometheus at {self.url} failed: {error}") from None
-        values = [float(v) for s in series for _, v in s["values"] if v not in ("NaN", "+Inf", "-Inf")]
-        if not values:
-            return WindowStats(mean, mean, mean)
-        return WindowStats(mean, min(mean, *values), max(mean, *values))  # the range always holds the mean
+    def _cpu_samples(self, selector: Selector, start: float, end: float) -> dict[str, list[tuple[float, float]]]:
+        return self._counter_samples(CPU_SAMPLES.format(sel=selector.matchers(), range=_duration(end - start)), end)
+
+    def cpu_samples(self, selector: Selector, start: float, end: float) -> int:
+        """Samples of the selected containers' CPU counter inside [start, end] (the best-covered pod)."""
+        return max((len(points) for points in self._cpu_samples(selector, start, end).values()), default=0)
 
     def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
-        """Cores used by the selected containers: mean over the window, min/max over sub-windows (at least
-        2.5 scrape intervals, or 2.5 sample spacings when the counter is refreshed less often)."""
-        return self._range_stats(CPU_CORES, selector.matchers(), start, end, spacing_s)
+        """Cores used by the selected containers: mean from the window's first to its last sample, min and
+        max over spans of at least 2.5 scrape intervals (or sample spacings), summed over pods."""
+        sub = max(MIN_SUBWINDOW_S, 2.5 * max(self.scrape_interval_s, spacing_s))
+        stats = [
+            s for s in map(lambda p: counter_window(p, sub), self._cpu_samples(selector, start, end).values()) if s
+        ]
+        if not stats:
+            return WindowStats(math.nan, math.nan, math.nan)
+        return WindowStats(sum(s.mean for s in stats), sum(s.min for s in stats), sum(s.max for s in stats))
 
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]:
-        query = CPU_CORES_BY_POD.format(sel=selector.matchers(), range=_duration(end - start))
-        return {r["metric"].get("pod", "?"): float(r["value"][1]) for r in self._query(query, end)}
+        """Mean cores per pod over the window."""
+        found = {
+            pod: counter_window(points, MIN_SUBWINDOW_S)
+            for pod, points in self._cpu_samples(selector, start, end).items()
+        }
+        return {pod: stats.mean for pod, stats in found.items() if stats is not None}
 
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
         """Requests per second Envoy's HTTP listener accepted over the window."""
@@ -138,10 +140,27 @@ class Metrics:
         return self._scalar(MEMORY_WORKING_SET.format(sel=selector.matchers(), range=_duration(end - start)), end)
 
 
+def counter_window(samples: list[tuple[float, float]], sub_s: float) -> WindowStats | None:
+    """A counter's rate over its samples: the mean from the first to the last, min and max over the
+    spans of at least `sub_s` seconds that start at each sample. Samples before a reset are dropped."""
+    points = sorted(samples)
+    for index in range(len(points) - 1, 0, -1):
+        if points[index][1] < points[index - 1][1]:  # the container restarted: keep what follows
+            points = points[index:]
+            break
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return None
+    mean = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+    rates, later = [], 0
+    for time_i, value_i in points:
+        while later < len(points) and points[later][0] - time_i < sub_s:
+            later += 1
+        if later == len(points):
+            break
+        time_j, value_j = points[later]
+        rates.append((value_j - value_i) / (time_j - time_i))
+    return WindowStats(mean, min([mean, *rates]), max([mean, *rates]))
+
+
 def _now() -> float:
     return time.time()
-
-
-def _dt(timestamp: float) -> datetime:
-    """prometheus-api-client takes datetimes for range queries."""
-    return datetime.fromtimestamp(timestamp, tz=UTC)
