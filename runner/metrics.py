@@ -114,8 +114,8 @@ class Metrics:
 
     def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
         """Cores used by the selected containers: mean from the window's first to its last sample, min and
-        max over spans of at least 2.5 scrape intervals (or sample spacings), summed over pods."""
-        sub = max(MIN_SUBWINDOW_S, 2.5 * max(self.scrape_interval_s, spacing_s))
+        max over spans of at least two scrape intervals (or sample spacings), summed over pods."""
+        sub = max(MIN_SUBWINDOW_S, 2 * max(self.scrape_interval_s, spacing_s))
         stats = [
             s for s in map(lambda p: counter_window(p, sub), self._cpu_samples(selector, start, end).values()) if s
         ]
