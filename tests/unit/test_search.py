@@ -94,3 +94,15 @@ def test_the_bracket_phase_never_measures_the_same_level_twice():
     steps = drive(AdaptiveSearch(100, RPS, 0.90, max_steps=12), envoy)
     offered = [s.target_rps for s in steps]
     assert all(abs(a - b) > 0.01 * a for i, a in enumerate(offered) for b in offered[i + 1 :])
+
+
+def test_a_bracket_narrower_than_two_percent_of_the_load_ends_the_search():
+    from simulated_envoy import make_step
+
+    search = AdaptiveSearch(150, RPS, 0.90)
+    steps = [
+        make_step(0, users=8, rps=150, utilization=0.27, target_rps=150),
+        make_step(1, users=37, rps=735, utilization=0.839, target_rps=735),
+        make_step(2, users=38, rps=745, utilization=0.943, target_rps=745),
+    ]
+    assert search.next_level(steps) is None
