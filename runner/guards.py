@@ -60,6 +60,15 @@ def check_step(step: Step, previous: Sequence[Step], context: GuardContext) -> l
             )
         )
     offered = _offered(step)
+    # Measured saturation comes before inferred: a saturated backend also explains a shortfall.
+    if step.backend_cpu_max >= BACKEND_CPU_LIMIT:
+        findings.append(
+            Finding(
+                "backend-saturated",
+                f"backend saturated: an nginx replica at {step.backend_cpu_max:.0%} of its CPU",
+                "add nginx replicas (NGINX_REPLICAS) or raise their CPU limit",
+            )
+        )
     if offered and below_threshold and step.rps < offered * (1 - SHORTFALL_LIMIT):
         findings.append(
             Finding(
@@ -70,15 +79,7 @@ def check_step(step: Step, previous: Sequence[Step], context: GuardContext) -> l
                 "or leave the generator more CPU",
             )
         )
-    if step.backend_cpu_max >= BACKEND_CPU_LIMIT:
-        findings.append(
-            Finding(
-                "backend-saturated",
-                f"backend saturated: an nginx replica at {step.backend_cpu_max:.0%} of its CPU",
-                "add nginx replicas (NGINX_REPLICAS) or raise their CPU limit",
-            )
-        )
-    elif previous and below_threshold:
+    if step.backend_cpu_max < BACKEND_CPU_LIMIT and previous and below_threshold:
         last = previous[-1]
         last_offered, this_offered = _offered(last) or last.users, offered or step.users
         if (
