@@ -44,6 +44,8 @@ def test_failures_and_rps_mismatch():
     assert _names(failing) == ["failures"]
     mismatch = replace(make_step(0, users=20, rps=400, utilization=0.3, target_rps=400), envoy_rps=460)
     assert _names(mismatch) == ["rps-mismatch"]
+    throttled = replace(make_step(0, users=20, rps=400, utilization=0.97, target_rps=800), envoy_rps=460)
+    assert "rps-mismatch" not in _names(throttled)  # a throttled Envoy is scraped late
 
 
 def _guarded(step):
