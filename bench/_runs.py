@@ -49,9 +49,13 @@ def run_sweep(scenario: dict[str, Any], *args: str) -> tuple[dict[str, Any], flo
         return json.loads(summary_path.read_text()), wall
 
 
-def wrk_capacity(cpu_cores: float, connections: tuple[int, ...] = (8, 32, 64), seconds: int = 8,
-                 rounds: int = 3) -> dict[int, float]:  # fmt: skip
-    """Envoy's saturated RPS at a CPU limit, measured by wrk (closed loop): median per connection count."""
+def wrk_capacity(cpu_cores: float, headers: dict[str, str], connections: tuple[int, ...] = (8, 32, 64),
+                 seconds: int = 8, rounds: int = 3) -> dict[int, float]:  # fmt: skip
+    """Envoy's saturated RPS at a CPU limit, measured by wrk (closed loop): median per connection count.
+
+    `headers` are the ones the sweep's requests carry: with Accept-Encoding gzip Envoy compresses every
+    answer, which costs it more CPU than the rest of the request.
+    """
     testbed = LocalTestbed(workdir=Path(tempfile.mkdtemp(prefix="gateway-sizer-wrk-")), ports=Ports.free(),
                            testbed_id=f"bench-{os.getpid()}")  # fmt: skip
     try:
@@ -61,7 +65,8 @@ def wrk_capacity(cpu_cores: float, connections: tuple[int, ...] = (8, 32, 64), s
         for _ in range(rounds):
             for count in connections:
                 out = subprocess.run(
-                    ["wrk", "-t1", f"-c{count}", f"-d{seconds}s", "-H", "Host: external.nginx",
+                    ["wrk", "-t1", f"-c{count}", f"-d{seconds}s",
+                     *(arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")),
                      testbed.gateway_url + "/"],
                     capture_output=True, text=True, check=True,
                 ).stdout  # fmt: skip
@@ -71,6 +76,14 @@ def wrk_capacity(cpu_cores: float, connections: tuple[int, ...] = (8, 32, 64), s
         return {count: statistics.median(values) for count, values in found.items() if values}
     finally:
         testbed.stop()
+
+
+def request_headers(scenario: dict[str, Any]) -> dict[str, str]:
+    """The Host and Accept-Encoding headers the scenario's Locust users send."""
+    from runner.scenario import LoadSpec
+
+    load = LoadSpec.model_validate(scenario["load"])
+    return {"Host": load.host_header, "Accept-Encoding": load.accept_encoding or "identity"}
 
 
 def knee(summary: dict[str, Any], index: int = 0) -> float | None:

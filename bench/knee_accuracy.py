@@ -1,9 +1,9 @@
 """Knee accuracy: the toolkit's knee against Envoy's capacity measured by an independent generator (wrk).
 
-For each Envoy CPU cap, wrk (closed loop, several connection counts, median of rounds) measures the most
-RPS Envoy serves at that cap; the sweep measures the knee (RPS at 90% of the cap). If Envoy's CPU per
-request were the same at every load, the knee would be 0.9 x capacity; the printed ratio
-knee / (0.9 x capacity) says how far that holds.
+For each Envoy CPU cap, wrk (closed loop, several connection counts, median of rounds), sending the same
+Host and Accept-Encoding headers as the sweep's users, measures the most RPS Envoy serves at that cap; the
+sweep measures the knee (RPS at 90% of the cap). If Envoy's CPU per request were the same at every load,
+the knee would be 0.9 x capacity; the printed ratio knee / (0.9 x capacity) says how far that holds.
 
     .venv/bin/python bench/knee_accuracy.py [--caps 0.15,0.3] [--arrivals synchronized]
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from _runs import knee, run_sweep, scenario_with, wrk_capacity
+from _runs import knee, request_headers, run_sweep, scenario_with, wrk_capacity
 
 
 def main() -> None:
@@ -23,10 +23,10 @@ def main() -> None:
     overrides = {"arrivals": args.arrivals} if args.arrivals else {}
     print("cap    capacity (wrk, best of connections)   knee     knee / (0.9 x capacity)")
     for cap in (float(c) for c in args.caps.split(",")):
-        capacity = wrk_capacity(cap)
-        best = max(capacity.values())
         scenario = scenario_with(**overrides)
         scenario["envoy"]["cpu"] = [cap]
+        capacity = wrk_capacity(cap, request_headers(scenario))
+        best = max(capacity.values())
         summary, _ = run_sweep(scenario)
         measured = knee(summary)
         ratio = f"{measured / (0.9 * best):.2f}" if measured else "-"
