@@ -79,7 +79,11 @@ def wrk_capacity(cpu_cores: float, headers: dict[str, str], connections: tuple[i
 
 
 def request_headers(scenario: dict[str, Any]) -> dict[str, str]:
-    """The Host and Accept-Encoding headers the scenario's Locust users send."""
+    """The Host and Accept-Encoding headers the scenario's Locust users send.
+
+    The rule of `request_headers` in locustfiles/gateway.py, which is not imported here: importing Locust
+    monkey-patches this process with gevent.
+    """
     from runner.scenario import LoadSpec
 
     load = LoadSpec.model_validate(scenario["load"])
