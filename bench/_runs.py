@@ -23,9 +23,10 @@ from runner.platforms.local.testbed import LocalTestbed, Ports  # noqa: E402
 _WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
 
 
-def scenario_with(**load: Any) -> dict[str, Any]:
-    """The default local scenario with some `load` fields replaced."""
+def scenario_with(envoy_cpu: float, **load: Any) -> dict[str, Any]:
+    """The default local scenario at one Envoy CPU limit, with some `load` fields replaced."""
     data = yaml.safe_load((REPO / "scenarios" / "local.yaml").read_text())
+    data["envoy"]["cpu"] = [envoy_cpu]
     data["load"] = {**data.get("load", {}), **load}
     data["baseline"] = {"enabled": False}
     return data
@@ -88,6 +89,11 @@ def request_headers(scenario: dict[str, Any]) -> dict[str, str]:
 
     load = LoadSpec.model_validate(scenario["load"])
     return {"Host": load.host_header, "Accept-Encoding": load.accept_encoding or "identity"}
+
+
+def windows(summary: dict[str, Any], index: int = 0) -> int:
+    """Measuring windows (steps) a configuration took."""
+    return len(summary["configs"][index]["steps"])
 
 
 def knee(summary: dict[str, Any], index: int = 0) -> float | None:

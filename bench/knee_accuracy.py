@@ -23,8 +23,7 @@ def main() -> None:
     overrides = {"arrivals": args.arrivals} if args.arrivals else {}
     print("cap    capacity (wrk, best of connections)   knee     knee / (0.9 x capacity)")
     for cap in (float(c) for c in args.caps.split(",")):
-        scenario = scenario_with(**overrides)
-        scenario["envoy"]["cpu"] = [cap]
+        scenario = scenario_with(cap, **overrides)
         capacity = wrk_capacity(cap, request_headers(scenario))
         best = max(capacity.values())
         summary, _ = run_sweep(scenario)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _runs import knee, run_sweep, scenario_with
+from _runs import knee, run_sweep, scenario_with, windows
 
 
 def main() -> None:
@@ -16,21 +16,19 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=0.3)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    knees, windows = [], []
+    knees, counts = [], []
     for _ in range(args.runs):
-        scenario = scenario_with()
-        scenario["envoy"]["cpu"] = [args.cap]
-        summary, _ = run_sweep(scenario)
+        summary, _ = run_sweep(scenario_with(args.cap))
         found = knee(summary)
         if found:
             knees.append(found)
-        windows.append(len(summary["configs"][0]["steps"]))
-        print(f"run {len(windows)}: knee {found or 0:,.0f} RPS in {windows[-1]} windows", flush=True)
+        counts.append(windows(summary))
+        print(f"run {len(counts)}: knee {found or 0:,.0f} RPS in {counts[-1]} windows", flush=True)
     if len(knees) >= 2:
         median = statistics.median(knees)
         print(
             f"knee median {median:,.0f} RPS, spread (max-min)/median {(max(knees) - min(knees)) / median:.1%},"
-            f" windows per configuration {statistics.mean(windows):.1f} on average"
+            f" windows per configuration {statistics.mean(counts):.1f} on average"
         )
 
 

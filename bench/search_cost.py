@@ -12,11 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _runs import knee, run_sweep, scenario_with
-
-
-def _windows(summary: dict) -> int:
-    return len(summary["configs"][0]["steps"])
+from _runs import knee, run_sweep, scenario_with, windows
 
 
 def main() -> None:
@@ -26,23 +22,21 @@ def main() -> None:
     args = parser.parse_args()
     adaptive, ramp = [], []
     for _ in range(args.repeats):
-        scenario = scenario_with(search="adaptive")
-        scenario["envoy"]["cpu"] = [args.cap]
+        scenario = scenario_with(args.cap, search="adaptive")
         summary, wall = run_sweep(scenario)
         found = knee(summary)
-        adaptive.append((_windows(summary), wall, found))
+        adaptive.append((windows(summary), wall, found))
         start = scenario["load"].get("start_rps", 100)
         step = 0.04 * (found or 1000)
         schedule = [round(start + i * step) for i in range(int(((found or 1000) * 1.15 - start) / step) + 2)]
-        ramp_scenario = scenario_with(search="ramp", rps=schedule, max_steps=len(schedule) + 1)
-        ramp_scenario["envoy"]["cpu"] = [args.cap]
+        ramp_scenario = scenario_with(args.cap, search="ramp", rps=schedule, max_steps=len(schedule) + 1)
         ramp_summary, ramp_wall = run_sweep(ramp_scenario)
-        ramp.append((_windows(ramp_summary), ramp_wall, knee(ramp_summary)))
+        ramp.append((windows(ramp_summary), ramp_wall, knee(ramp_summary)))
     for name, runs in (("adaptive", adaptive), ("fixed ramp", ramp)):
-        windows = statistics.median(r[0] for r in runs)
+        median_windows = statistics.median(r[0] for r in runs)
         wall = statistics.median(r[1] for r in runs)
         knees = ", ".join(f"{r[2]:,.0f}" if r[2] else "-" for r in runs)
-        print(f"{name:<11} windows {windows:>4.1f}  wall {wall:>6.0f} s  knees {knees}")
+        print(f"{name:<11} windows {median_windows:>4.1f}  wall {wall:>6.0f} s  knees {knees}")
     windows_ratio = statistics.median(r[0] for r in ramp) / statistics.median(r[0] for r in adaptive)
     wall_ratio = statistics.median(r[1] for r in ramp) / statistics.median(r[1] for r in adaptive)
     print(f"ratio ramp / adaptive: windows {windows_ratio:.1f}x, wall time {wall_ratio:.1f}x")
