@@ -116,9 +116,8 @@ class Metrics:
         """Cores used by the selected containers: mean from the window's first to its last sample, min and
         max over spans of at least two scrape intervals (or sample spacings), summed over pods."""
         sub = max(MIN_SUBWINDOW_S, 2 * max(self.scrape_interval_s, spacing_s))
-        stats = [
-            s for s in map(lambda p: counter_window(p, sub), self._cpu_samples(selector, start, end).values()) if s
-        ]
+        windows = (counter_window(points, sub) for points in self._cpu_samples(selector, start, end).values())
+        stats = [s for s in windows if s is not None]
         if not stats:
             return WindowStats(math.nan, math.nan, math.nan)
         return WindowStats(sum(s.mean for s in stats), sum(s.min for s in stats), sum(s.max for s in stats))
