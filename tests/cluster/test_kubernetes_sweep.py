@@ -57,6 +57,7 @@ def cluster() -> Iterator[tuple[Path, Cluster]]:
 def test_kubernetes_sweep_finds_the_knees_and_puts_the_gateway_back(cluster, tmp_path):
     kubeconfig, admin = cluster
     before = workloads.get_pod_resources(admin, ENVOY)
+    args_before = workloads.get_args(admin, ENVOY)
     result = run_sizer(
         "sweep",
         "--platform",
@@ -76,9 +77,15 @@ def test_kubernetes_sweep_finds_the_knees_and_puts_the_gateway_back(cluster, tmp
     for config in summary["configs"]:
         assert config["status"] == "saturated", config["reason"]
         assert 0.88 <= config["knee"]["cpu_utilization"] <= 1.0
+        assert config["envoy"]["concurrency"] == 1  # auto: one worker per started core, set by the patch
         knees.append(config["knee"]["rps"])
-    assert 1.6 <= knees[1] / knees[0] <= 2.4, knees
+    steps = {
+        c["envoy"]["cpu"]: [f"{s['rps']:.0f} RPS {s['cpu_utilization_mean']:.0%}" for s in c["steps"]]
+        for c in summary["configs"]
+    }
+    assert 1.6 <= knees[1] / knees[0] <= 2.4, f"knees {knees}, steps {steps}"
     assert workloads.get_pod_resources(admin, ENVOY) == before
+    assert workloads.get_args(admin, ENVOY) == args_before
     names = {d.metadata.name for d in admin.apps.list_namespaced_deployment("gateway-loadtest").items}
     assert not names & {MASTER, WORKER}
     assert all(c.metadata.name != CONFIGMAP for c in admin.core.list_namespaced_config_map("gateway-loadtest").items)

@@ -11,17 +11,23 @@ from kubernetes import client, utils
 from runner.platforms.kubernetes.connection import Cluster
 
 
-def workload(kind: str, namespace: str, name: str, containers: dict[str, dict], replicas: int = 1) -> dict:
-    """A minimal DaemonSet or Deployment manifest with these containers and their resources."""
+def workload(
+    kind: str,
+    namespace: str,
+    name: str,
+    containers: dict[str, dict],
+    replicas: int = 1,
+    args: dict[str, list[str]] | None = None,
+) -> dict:
+    """A minimal DaemonSet or Deployment manifest with these containers, their resources and args."""
     labels = {"app": name}
+    specs = [{"name": c, "image": "example/none:1", "resources": r} for c, r in containers.items()]
+    for container in specs:
+        if args and container["name"] in args:
+            container["args"] = args[container["name"]]
     spec = {
         "selector": {"matchLabels": labels},
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {
-                "containers": [{"name": c, "image": "example/none:1", "resources": r} for c, r in containers.items()]
-            },
-        },
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": specs}},
     }
     if kind == "Deployment":
         spec["replicas"] = replicas

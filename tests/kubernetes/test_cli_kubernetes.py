@@ -106,10 +106,11 @@ CRASHING_RUN = textwrap.dedent("""
     changes = ClusterChanges(store.run_dir / FILE_NAME)
     envoy = wl.find(cluster, scenario.envoy.workload, "envoy")
     nginx = wl.find(cluster, scenario.backend.workload, "backend")
-    changes.remember(Original(envoy, wl.get_pod_resources(cluster, envoy))).resources_changed = True
+    recorded = changes.remember(Original(envoy, wl.get_pod_resources(cluster, envoy), args=wl.get_args(cluster, envoy)))
+    recorded.resources_changed = recorded.args_changed = True
     changes.remember(Original(nginx, wl.get_pod_resources(cluster, nginx), replicas=2)).replicas_changed = True
     changes.save()
-    wl.set_resources(cluster, envoy, wl.resources_for(0.15, 2**28))
+    wl.set_pod_resources(cluster, envoy, {"envoy": wl.resources_for(0.15, 2**28)}, {"envoy": ["--concurrency", "1"]})
     wl.scale(cluster, nginx, 4)
     create_locust(cluster, _spec(scenario.kubernetes.namespace), changes)
     print("patched", flush=True)
@@ -133,13 +134,15 @@ def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, 
     run.wait()
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy)["limits"]["cpu"] == "150m"
+    assert wl.get_args(admin, envoy) == ["--concurrency", "1"]
     assert len(admin.apps.list_namespaced_deployment(namespace).items) == 3
 
     result = run_sizer("restore", str((results / "latest").resolve()), "--no-wait")
     assert result.returncode == 0, result.stderr
-    assert f"restored resources of DaemonSet {namespace}/envoy" in result.stdout
+    assert f"restored resources and args of DaemonSet {namespace}/envoy" in result.stdout
     assert f"restored 2 replicas of Deployment {namespace}/nginx" in result.stdout
     assert wl.get_resources(admin, envoy) == ORIGINAL
+    assert wl.get_args(admin, envoy) is None
     assert [d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items] == ["nginx"]
     assert wl.replicas(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == 2
     again = run_sizer("restore", str((results / "latest").resolve()))

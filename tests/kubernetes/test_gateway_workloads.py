@@ -61,6 +61,41 @@ def test_patch_sets_guaranteed_resources_and_undo_restores_the_original_exactly(
     assert not ClusterChanges.load_file(tmp_path / "originals.json").pending
 
 
+CONTOUR_ENVOY_ARGS = ["-c", "/config/envoy.json", "--service-cluster $(CONTOUR_NAMESPACE)", "--log-level info"]
+
+
+@pytest.mark.parametrize(
+    "original_args",
+    [CONTOUR_ENVOY_ARGS, [*CONTOUR_ENVOY_ARGS, "--concurrency 8"], None],
+    ids=["contour-args", "concurrency-already-set", "no-args"],
+)
+def test_concurrency_goes_in_with_the_limits_in_one_rollout_and_undo_restores_the_args_exactly(
+    admin, namespace, tmp_path, original_args
+):
+    args = {"envoy": original_args} if original_args else None
+    create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": {}, "envoy": ORIGINAL}, args=args))
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(envoy, wl.get_pod_resources(admin, envoy), args=wl.get_args(admin, envoy)))
+    assert original.args == original_args
+    generation = wl.read(admin, envoy).metadata.generation
+    original.resources_changed = original.args_changed = True
+    wl.set_pod_resources(
+        admin, envoy, {"envoy": wl.resources_for(0.3, 2**28)}, {"envoy": wl.with_concurrency(original.args, 1)}
+    )
+    assert wl.read(admin, envoy).metadata.generation == generation + 1  # one patch, one rollout
+    patched = wl.get_args(admin, envoy)
+    assert wl.concurrency_in(patched) == 1
+    assert patched == [*(original_args or [])[:4], "--concurrency", "1"]
+    assert wl.read(admin, envoy).spec.template.spec.containers[0].args is None  # the sidecar's are untouched
+    assert ClusterChanges.load_file(tmp_path / "originals.json").originals[0].args == original_args
+
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.get_args(admin, envoy) == original_args
+    assert wl.get_resources(admin, envoy) == ORIGINAL
+    assert not ClusterChanges.load_file(tmp_path / "originals.json").pending
+
+
 def test_undo_removes_limits_the_original_did_not_have(admin, namespace, tmp_path):
     create(admin, workload("Deployment", namespace, "contour", {"contour": {}}))
     contour = wl.Workload("Deployment", namespace, "contour", "contour")

@@ -1,7 +1,8 @@
 """What a run changed in a cluster, saved in its run directory before the first change.
 
 `gateway-sizer restore <run>` reads it to undo a run that was killed too hard to clean up after itself:
-original container resources and replica counts go back, and the Locust objects the run created go away.
+original container resources, Envoy's args and replica counts go back, and the Locust objects the run
+created go away.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ FILE_NAME = "kubernetes-originals.json"
 
 @dataclass
 class Original:
-    """A workload's state before the run touched it: every container's resources, by name."""
+    """A workload's state before the run touched it: every container's resources, by name, and the
+    sized container's args (the run sets Envoy's `--concurrency` there)."""
 
     workload: Workload
     resources: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     replicas: int | None = None
     resources_changed: bool = False
     replicas_changed: bool = False
+    args: list[str] | None = None
+    args_changed: bool = False
 
 
 @dataclass
@@ -74,7 +78,9 @@ class ClusterChanges:
 
     @property
     def pending(self) -> bool:
-        return bool(self.created) or any(o.resources_changed or o.replicas_changed for o in self.originals)
+        return bool(self.created) or any(
+            o.resources_changed or o.args_changed or o.replicas_changed for o in self.originals
+        )
 
 
 def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: bool = True) -> list[str]:
@@ -83,16 +89,19 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
     problems: list[str] = []
     for original in changes.originals:
         try:
-            if original.resources_changed:
-                set_pod_resources(cluster, original.workload, original.resources)
-                original.resources_changed = False
-                done.append(f"restored resources of {original.workload}")
+            if original.resources_changed or original.args_changed:
+                resources = original.resources if original.resources_changed else {}
+                args = {original.workload.container: original.args} if original.args_changed else None
+                set_pod_resources(cluster, original.workload, resources, args)
+                what = " and ".join(w for w, c in (("resources", resources), ("args", args)) if c)
+                original.resources_changed = original.args_changed = False
+                done.append(f"restored {what} of {original.workload}")
             if original.replicas_changed and original.replicas is not None:
                 scale(cluster, original.workload, original.replicas)
                 original.replicas_changed = False
                 done.append(f"restored {original.replicas} replicas of {original.workload}")
         except NotFoundError:
-            original.resources_changed = original.replicas_changed = False
+            original.resources_changed = original.args_changed = original.replicas_changed = False
             done.append(f"{original.workload} no longer exists")
         except Exception as error:  # keep undoing the rest; report everything that failed together
             problems.append(f"{original.workload}: {error}")

@@ -66,6 +66,7 @@ class KubernetesPlatform(Platform):
                         workload,
                         workloads.get_pod_resources(cluster, workload),
                         workloads.replicas(cluster, workload) if workload.kind == "Deployment" else None,
+                        args=workloads.get_args(cluster, workload) if workload is self.envoy else None,
                     )
                 )
         self._start_locust(cluster)
@@ -168,7 +169,9 @@ class KubernetesPlatform(Platform):
                 changed.append(self.contour)
         guaranteed = self.scenario.envoy.guaranteed_qos
         sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
-        if self._set(cluster, envoy, sized, guaranteed=guaranteed):
+        recorded = self.changes.original(envoy)
+        args = workloads.with_concurrency(recorded.args if recorded else None, config.envoy_concurrency)
+        if self._set(cluster, envoy, sized, guaranteed=guaranteed, args=args):
             changed.append(envoy)
         original = self.changes.original(self.backend)
         if original is not None and workloads.replicas(cluster, self.backend) != config.backend_replicas:
@@ -180,8 +183,17 @@ class KubernetesPlatform(Platform):
             workloads.wait_rolled_out(cluster, workload, timeout)
         self._check_envoy_limit(cluster, config)
 
-    def _set(self, cluster: Cluster, workload: Workload, sized: dict[str, Any], *, guaranteed: bool) -> bool:
-        """Give the sized container `sized`; for Guaranteed QoS, the pod's other containers limits = requests."""
+    def _set(
+        self,
+        cluster: Cluster,
+        workload: Workload,
+        sized: dict[str, Any],
+        *,
+        guaranteed: bool,
+        args: list[str] | None = None,
+    ) -> bool:
+        """Give the sized container `sized` (and `args`, when given); for Guaranteed QoS, the pod's other
+        containers limits = requests. False when it already had them (no rollout)."""
         original = self.changes.original(workload)
         current = workloads.get_pod_resources(cluster, workload)
         wanted: dict[str, dict[str, Any] | None] = {workload.container: sized}
@@ -189,21 +201,31 @@ class KubernetesPlatform(Platform):
             for name, resources in original.resources.items():
                 if name != workload.container:
                     wanted[name] = workloads.guaranteed(resources)
-        if all(current.get(name) == value for name, value in wanted.items()):
+        new_resources = any(current.get(name) != value for name, value in wanted.items())
+        new_args = args is not None and workloads.get_args(cluster, workload) != args
+        if not new_resources and not new_args:
             return False
-        if original is not None:
-            original.resources_changed = True  # recorded before the change, so a crash can be undone
+        if original is not None:  # recorded before the change, so a crash can be undone
+            original.resources_changed = original.resources_changed or new_resources
+            original.args_changed = original.args_changed or new_args
             self.changes.save()
-        workloads.set_pod_resources(cluster, workload, wanted)
+        workloads.set_pod_resources(cluster, workload, wanted, {workload.container: args} if new_args else None)
         return True
 
     def _check_envoy_limit(self, cluster: Cluster, config: Configuration) -> None:
+        """The patch held: the CPU limit and worker threads are what the configuration says."""
         assert self.envoy is not None
         limits = (workloads.get_resources(cluster, self.envoy) or {}).get("limits", {})
         if limits.get("cpu") != format_cpu(config.envoy_cpu_cores):
             raise PlatformError(
                 f"{self.envoy} has CPU limit {limits.get('cpu')} after the patch, "
                 f"not {format_cpu(config.envoy_cpu_cores)} (an admission webhook or operator?)"
+            )
+        workers = workloads.concurrency_in(workloads.get_args(cluster, self.envoy))
+        if workers != config.envoy_concurrency:
+            raise PlatformError(
+                f"{self.envoy} runs with --concurrency {workers} after the patch, "
+                f"not {config.envoy_concurrency} (an admission webhook or operator?)"
             )
 
     def stop(self) -> None:

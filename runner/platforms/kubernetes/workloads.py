@@ -1,4 +1,4 @@
-"""The gateway's workloads: find them, patch a container's resources, wait for rollouts, scale."""
+"""The gateway's workloads: find them, patch a container's resources and args, wait for rollouts, scale."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ POLL_S = 1.0
 BURSTABLE_REQUEST_CPU = "100m"
 # What a sidecar (Contour's shutdown-manager) gets when it has no requests, for a Guaranteed pod.
 SIDECAR_MINIMUM = {"cpu": "10m", "memory": "32Mi"}
+CONCURRENCY_FLAG = "--concurrency"  # Envoy's worker threads
 
 
 @dataclass(frozen=True)
@@ -88,19 +89,72 @@ def set_resources(cluster: Cluster, workload: Workload, resources: dict[str, Any
     set_pod_resources(cluster, workload, {workload.container: resources})
 
 
-def set_pod_resources(cluster: Cluster, workload: Workload, resources: dict[str, dict[str, Any] | None]) -> None:
-    """Replace the named containers' `resources` exactly, in one JSON patch (one rollout)."""
+def set_pod_resources(
+    cluster: Cluster,
+    workload: Workload,
+    resources: dict[str, dict[str, Any] | None],
+    args: dict[str, list[str] | None] | None = None,
+) -> None:
+    """Replace the named containers' `resources` (and, for those in `args`, their args; None removes
+    them) exactly, in one JSON patch: one rollout."""
     obj = read(cluster, workload)
     patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
     for name, value in resources.items():
         path = f"/spec/template/spec/containers/{_container_index(obj, name)}/resources"
         patch.append({"op": "add", "path": path, "value": value or {}})
+    for name, value in (args or {}).items():
+        index = _container_index(obj, name)
+        path = f"/spec/template/spec/containers/{index}/args"
+        if value is not None:
+            patch.append({"op": "add", "path": path, "value": list(value)})
+        elif obj.spec.template.spec.containers[index].args is not None:
+            patch.append({"op": "remove", "path": path})
     patcher = (
         cluster.apps.patch_namespaced_daemon_set
         if workload.kind == "DaemonSet"
         else cluster.apps.patch_namespaced_deployment
     )
     call(f"patch {workload}", patcher, workload.name, workload.namespace, patch)
+
+
+def get_args(cluster: Cluster, workload: Workload) -> list[str] | None:
+    """The sized container's args (None when it has none)."""
+    obj = read(cluster, workload)
+    args = obj.spec.template.spec.containers[_container_index(obj, workload.container)].args
+    return list(args) if args else None
+
+
+def with_concurrency(args: list[str] | None, workers: int) -> list[str]:
+    """Envoy's args with its worker-thread count set to `workers`, replacing any `--concurrency` given
+    before (as two args, as `--concurrency=N`, or as one arg with a space, as Contour writes its flags).
+
+    Without the flag Envoy starts one worker per core of the node, whatever the pod's CPU limit.
+    """
+    kept: list[str] = []
+    skip_value = False
+    for arg in args or []:
+        if skip_value:
+            skip_value = False
+        elif arg == CONCURRENCY_FLAG:
+            skip_value = True
+        elif not arg.startswith((f"{CONCURRENCY_FLAG}=", f"{CONCURRENCY_FLAG} ")):
+            kept.append(arg)
+    return [*kept, CONCURRENCY_FLAG, str(workers)]
+
+
+def concurrency_in(args: list[str] | None) -> int | None:
+    """The worker-thread count Envoy's args set (the last `--concurrency` wins), or None."""
+    found: int | None = None
+    items = list(args or [])
+    for index, arg in enumerate(items):
+        value = None
+        if arg == CONCURRENCY_FLAG and index + 1 < len(items):
+            value = items[index + 1]
+        elif arg.startswith((f"{CONCURRENCY_FLAG}=", f"{CONCURRENCY_FLAG} ")):
+            value = arg[len(CONCURRENCY_FLAG) + 1 :]
+        if value is not None and value.strip().isdigit():
+            found = int(value)
+    return found
 
 
 def resources_for(cpu_cores: float | None, memory_bytes: int | None, *, guaranteed: bool = True) -> dict[str, Any]:
