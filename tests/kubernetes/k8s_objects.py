@@ -18,16 +18,22 @@ def workload(
     containers: dict[str, dict],
     replicas: int = 1,
     args: dict[str, list[str]] | None = None,
+    init_containers: dict[str, dict] | None = None,
 ) -> dict:
-    """A minimal DaemonSet or Deployment manifest with these containers, their resources and args."""
+    """A minimal DaemonSet or Deployment manifest with these (init) containers, their resources and args."""
     labels = {"app": name}
     specs = [{"name": c, "image": "example/none:1", "resources": r} for c, r in containers.items()]
     for container in specs:
         if args and container["name"] in args:
             container["args"] = args[container["name"]]
+    pod: dict = {"containers": specs}
+    if init_containers:
+        pod["initContainers"] = [
+            {"name": c, "image": "example/none:1", "resources": r} for c, r in init_containers.items()
+        ]
     spec = {
         "selector": {"matchLabels": labels},
-        "template": {"metadata": {"labels": labels}, "spec": {"containers": specs}},
+        "template": {"metadata": {"labels": labels}, "spec": pod},
     }
     if kind == "Deployment":
         spec["replicas"] = replicas

@@ -206,7 +206,7 @@ def test_a_daemonset_cannot_be_scaled(admin, namespace):
 
 
 def test_guaranteed_qos_gives_the_sidecar_limits_equal_to_requests_and_undo_restores_both(admin, namespace, tmp_path):
-    sidecar = {"requests": {"cpu": "25m", "memory": "50Mi"}}
+    sidecar = {"requests": {"cpu": "80m", "memory": "100Mi"}}
     create(admin, workload("DaemonSet", namespace, "envoy", {"shutdown-manager": sidecar, "envoy": ORIGINAL}))
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     changes = ClusterChanges(tmp_path / "originals.json")
@@ -217,12 +217,51 @@ def test_guaranteed_qos_gives_the_sidecar_limits_equal_to_requests_and_undo_rest
     )
     pod = wl.get_pod_resources(admin, envoy)
     assert pod["shutdown-manager"] == {
-        "limits": {"cpu": "25m", "memory": "50Mi"},
-        "requests": {"cpu": "25m", "memory": "50Mi"},
+        "limits": {"cpu": "80m", "memory": "100Mi"},
+        "requests": {"cpu": "80m", "memory": "100Mi"},
     }
-    assert wl.guaranteed(None) == {
-        "limits": {"cpu": "10m", "memory": "32Mi"},
-        "requests": {"cpu": "10m", "memory": "32Mi"},
-    }
+    # Contour's own 10m/16Mi is raised to the minimum: its preStop hook thrashed under a 16Mi limit
+    assert (
+        wl.guaranteed({"requests": {"cpu": "10m", "memory": "16Mi"}})
+        == wl.guaranteed(None)
+        == {
+            "limits": {"cpu": "50m", "memory": "64Mi"},
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+        }
+    )
     undo(admin, changes, timeout_s=1, wait=False)
     assert wl.get_pod_resources(admin, envoy) == {"shutdown-manager": sidecar, "envoy": ORIGINAL}
+
+
+def _qos_of_a_pod_from_the_template(admin, namespace: str, envoy: wl.Workload) -> str:
+    """The QoS class the API server gives a pod made from the workload's template (no kubelet needed)."""
+    template = admin.api.sanitize_for_serialization(wl.read(admin, envoy).spec.template)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "probe-"}, "spec": template["spec"]}
+    created = admin.core.create_namespaced_pod(namespace, pod)
+    return created.status.qos_class
+
+
+def test_guaranteed_qos_covers_contours_init_container_and_undo_restores_it(admin, namespace, tmp_path):
+    contour_like = workload(
+        "DaemonSet",
+        namespace,
+        "envoy",
+        {"shutdown-manager": {}, "envoy": ORIGINAL},
+        init_containers={"envoy-initconfig": {}},
+    )
+    create(admin, contour_like)
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    assert _qos_of_a_pod_from_the_template(admin, namespace, envoy) == "Burstable"
+    changes = ClusterChanges(tmp_path / "originals.json")
+    original = changes.remember(Original(envoy, wl.get_pod_resources(admin, envoy)))
+    assert original.resources == {"envoy-initconfig": None, "shutdown-manager": None, "envoy": ORIGINAL}
+    original.resources_changed = True
+    assert wl.init_container_names(admin, envoy) == {"envoy-initconfig"}
+    sized = wl.resources_for(0.15, 2**28)
+    # as the platform does: the sidecar's limits = its requests, the init container Envoy's own resources
+    wanted = {"envoy": sized, "envoy-initconfig": sized, "shutdown-manager": wl.guaranteed(None)}
+    wl.set_pod_resources(admin, envoy, wanted)
+    assert _qos_of_a_pod_from_the_template(admin, namespace, envoy) == "Guaranteed"
+    assert wl.get_pod_resources(admin, envoy)["envoy-initconfig"] == sized
+    undo(admin, changes, timeout_s=1, wait=False)
+    assert wl.get_pod_resources(admin, envoy) == {"envoy-initconfig": None, "shutdown-manager": None, "envoy": ORIGINAL}

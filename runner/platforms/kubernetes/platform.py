@@ -193,14 +193,17 @@ class KubernetesPlatform(Platform):
         args: list[str] | None = None,
     ) -> bool:
         """Give the sized container `sized` (and `args`, when given); for Guaranteed QoS, the pod's other
-        containers limits = requests. False when it already had them (no rollout)."""
+        containers limits = requests, and its init containers the sized container's resources: they run
+        before it, so the pod requests no more, and a 10m init container would start the pod slowly.
+        False when it already had them (no rollout)."""
         original = self.changes.original(workload)
         current = workloads.get_pod_resources(cluster, workload)
         wanted: dict[str, dict[str, Any] | None] = {workload.container: sized}
         if guaranteed and original is not None:
+            init = workloads.init_container_names(cluster, workload)
             for name, resources in original.resources.items():
                 if name != workload.container:
-                    wanted[name] = workloads.guaranteed(resources)
+                    wanted[name] = sized if name in init else workloads.guaranteed(resources)
         new_resources = any(current.get(name) != value for name, value in wanted.items())
         new_args = args is not None and workloads.get_args(cluster, workload) != args
         if not new_resources and not new_args:
@@ -213,7 +216,7 @@ class KubernetesPlatform(Platform):
         return True
 
     def _check_envoy_limit(self, cluster: Cluster, config: Configuration) -> None:
-        """The patch held: the CPU limit and worker threads are what the configuration says."""
+        """The patch held: the CPU limit, the QoS class and the worker threads are what was asked."""
         assert self.envoy is not None
         limits = (workloads.get_resources(cluster, self.envoy) or {}).get("limits", {})
         if limits.get("cpu") != format_cpu(config.envoy_cpu_cores):
@@ -221,6 +224,13 @@ class KubernetesPlatform(Platform):
                 f"{self.envoy} has CPU limit {limits.get('cpu')} after the patch, "
                 f"not {format_cpu(config.envoy_cpu_cores)} (an admission webhook or operator?)"
             )
+        if self.scenario.envoy.guaranteed_qos:
+            for pod, qos in workloads.pod_qos_classes(cluster, self.envoy).items():
+                if qos != "Guaranteed":
+                    raise PlatformError(
+                        f"{self.envoy}: pod {pod} is {qos}, not Guaranteed, after the patch",
+                        "set envoy.guaranteed_qos: false in the scenario to measure it as it is",
+                    )
         workers = workloads.concurrency_in(workloads.get_args(cluster, self.envoy))
         if workers != config.envoy_concurrency:
             raise PlatformError(

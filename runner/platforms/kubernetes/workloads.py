@@ -8,15 +8,16 @@ from typing import Any, Literal
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
-from runner.quantities import format_cpu, format_memory
+from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory
 from runner.scenario import WorkloadRef
 
 Kind = Literal["DaemonSet", "Deployment"]
 POLL_S = 1.0
 # A requests-only value used when Guaranteed QoS is turned off: the scheduler still has to fit the pod.
 BURSTABLE_REQUEST_CPU = "100m"
-# What a sidecar (Contour's shutdown-manager) gets when it has no requests, for a Guaranteed pod.
-SIDECAR_MINIMUM = {"cpu": "10m", "memory": "32Mi"}
+# The least a sidecar (Contour's shutdown-manager) gets as its limit in a Guaranteed pod: its preStop hook
+# execs the contour binary, which thrashed for minutes (and the rollout with it) under a 16Mi limit.
+SIDECAR_MINIMUM = {"cpu": "50m", "memory": "64Mi"}
 CONCURRENCY_FLAG = "--concurrency"  # Envoy's worker threads
 
 
@@ -62,11 +63,23 @@ def find(cluster: Cluster, ref: WorkloadRef, role: str) -> Workload:
     )
 
 
-def _container_index(obj: Any, container: str) -> int:
-    for index, candidate in enumerate(obj.spec.template.spec.containers):
+def _pod_containers(obj: Any) -> list[tuple[str, Any]]:
+    """(JSON-patch path, container) for every init container and container of the pod template."""
+    spec = obj.spec.template.spec
+    found = [(f"/spec/template/spec/initContainers/{i}", c) for i, c in enumerate(spec.init_containers or [])]
+    return found + [(f"/spec/template/spec/containers/{i}", c) for i, c in enumerate(spec.containers)]
+
+
+def _container(obj: Any, container: str) -> tuple[str, Any]:
+    """The named (init) container of the pod template and its JSON-patch path."""
+    for path, candidate in _pod_containers(obj):
         if candidate.name == container:
-            return index
+            return path, candidate
     raise PlatformError(f"container {container!r} disappeared from {obj.metadata.namespace}/{obj.metadata.name}")
+
+
+def init_container_names(cluster: Cluster, workload: Workload) -> set[str]:
+    return {c.name for c in read(cluster, workload).spec.template.spec.init_containers or []}
 
 
 def get_resources(cluster: Cluster, workload: Workload) -> dict[str, Any] | None:
@@ -75,10 +88,11 @@ def get_resources(cluster: Cluster, workload: Workload) -> dict[str, Any] | None
 
 
 def get_pod_resources(cluster: Cluster, workload: Workload) -> dict[str, dict[str, Any] | None]:
-    """Every container's `resources` in the pod template, by container name."""
+    """Every container's `resources` in the pod template, init containers included, by container name
+    (a pod is Guaranteed only when its init containers are too)."""
     obj = read(cluster, workload)
     found: dict[str, dict[str, Any] | None] = {}
-    for container in obj.spec.template.spec.containers:
+    for _path, container in _pod_containers(obj):
         data = cluster.api.sanitize_for_serialization(container.resources) if container.resources else None
         found[container.name] = data or None
     return found
@@ -100,15 +114,13 @@ def set_pod_resources(
     obj = read(cluster, workload)
     patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
     for name, value in resources.items():
-        path = f"/spec/template/spec/containers/{_container_index(obj, name)}/resources"
-        patch.append({"op": "add", "path": path, "value": value or {}})
+        patch.append({"op": "add", "path": f"{_container(obj, name)[0]}/resources", "value": value or {}})
     for name, value in (args or {}).items():
-        index = _container_index(obj, name)
-        path = f"/spec/template/spec/containers/{index}/args"
+        path, container = _container(obj, name)
         if value is not None:
-            patch.append({"op": "add", "path": path, "value": list(value)})
-        elif obj.spec.template.spec.containers[index].args is not None:
-            patch.append({"op": "remove", "path": path})
+            patch.append({"op": "add", "path": f"{path}/args", "value": list(value)})
+        elif container.args is not None:
+            patch.append({"op": "remove", "path": f"{path}/args"})
     patcher = (
         cluster.apps.patch_namespaced_daemon_set
         if workload.kind == "DaemonSet"
@@ -119,8 +131,7 @@ def set_pod_resources(
 
 def get_args(cluster: Cluster, workload: Workload) -> list[str] | None:
     """The sized container's args (None when it has none)."""
-    obj = read(cluster, workload)
-    args = obj.spec.template.spec.containers[_container_index(obj, workload.container)].args
+    args = _container(read(cluster, workload), workload.container)[1].args
     return list(args) if args else None
 
 
@@ -169,10 +180,13 @@ def resources_for(cpu_cores: float | None, memory_bytes: int | None, *, guarante
 
 
 def guaranteed(resources: dict[str, Any] | None) -> dict[str, Any]:
-    """A sidecar's resources with limits equal to requests, so the whole pod gets Guaranteed QoS."""
+    """A sidecar's resources with limits equal to its requests (or limits, when it has no requests), at
+    least SIDECAR_MINIMUM, so the whole pod gets Guaranteed QoS without starving the sidecar."""
     resources = resources or {}
     amounts = {**SIDECAR_MINIMUM, **resources.get("limits", {}), **resources.get("requests", {})}
-    chosen = {k: amounts[k] for k in ("cpu", "memory")}
+    cpu = max(parse_cpu(amounts["cpu"]), parse_cpu(SIDECAR_MINIMUM["cpu"]))
+    memory = max(parse_memory(amounts["memory"]), parse_memory(SIDECAR_MINIMUM["memory"]))
+    chosen = {"cpu": format_cpu(cpu), "memory": format_memory(memory)}
     return {"limits": dict(chosen), "requests": dict(chosen)}
 
 
@@ -243,6 +257,17 @@ def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
             detail += f"; last event {last.reason}: {last.message}"
         return f"pod {pod.metadata.name} {detail}"
     return "no pod of it is failing, but its status is not updated (is the controller-manager running?)"
+
+
+def pod_qos_classes(cluster: Cluster, workload: Workload) -> dict[str, str]:
+    """The QoS class of each of the workload's pods that is not being deleted, by pod name."""
+    obj = read(cluster, workload)
+    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
+    return {
+        pod.metadata.name: str(pod.status.qos_class)
+        for pod in pods.items
+        if pod.metadata.deletion_timestamp is None and pod.status is not None
+    }
 
 
 def replicas(cluster: Cluster, workload: Workload) -> int:
