@@ -135,37 +135,33 @@ def get_args(cluster: Cluster, workload: Workload) -> list[str] | None:
     return list(args) if args else None
 
 
+def _split_concurrency(args: list[str] | None) -> tuple[list[str], list[str]]:
+    """Envoy's args without `--concurrency` (given as two args, as `--concurrency=N`, or as one arg with
+    a space, as Contour writes its flags), and the values given to it, in order."""
+    kept: list[str] = []
+    values: list[str] = []
+    items = iter(args or [])
+    for arg in items:
+        if arg == CONCURRENCY_FLAG:
+            values.append(next(items, ""))
+        elif arg.startswith((f"{CONCURRENCY_FLAG}=", f"{CONCURRENCY_FLAG} ")):
+            values.append(arg[len(CONCURRENCY_FLAG) + 1 :])
+        else:
+            kept.append(arg)
+    return kept, values
+
+
 def with_concurrency(args: list[str] | None, workers: int) -> list[str]:
     """Envoy's args with its worker-thread count set to `workers`, replacing any `--concurrency` given
-    before (as two args, as `--concurrency=N`, or as one arg with a space, as Contour writes its flags).
-
-    Without the flag Envoy starts one worker per core of the node, whatever the pod's CPU limit.
-    """
-    kept: list[str] = []
-    skip_value = False
-    for arg in args or []:
-        if skip_value:
-            skip_value = False
-        elif arg == CONCURRENCY_FLAG:
-            skip_value = True
-        elif not arg.startswith((f"{CONCURRENCY_FLAG}=", f"{CONCURRENCY_FLAG} ")):
-            kept.append(arg)
-    return [*kept, CONCURRENCY_FLAG, str(workers)]
+    before. Without the flag Envoy starts one worker per core of the node, whatever the pod's CPU limit."""
+    return [*_split_concurrency(args)[0], CONCURRENCY_FLAG, str(workers)]
 
 
 def concurrency_in(args: list[str] | None) -> int | None:
     """The worker-thread count Envoy's args set (the last `--concurrency` wins), or None."""
-    found: int | None = None
-    items = list(args or [])
-    for index, arg in enumerate(items):
-        value = None
-        if arg == CONCURRENCY_FLAG and index + 1 < len(items):
-            value = items[index + 1]
-        elif arg.startswith((f"{CONCURRENCY_FLAG}=", f"{CONCURRENCY_FLAG} ")):
-            value = arg[len(CONCURRENCY_FLAG) + 1 :]
-        if value is not None and value.strip().isdigit():
-            found = int(value)
-    return found
+    values = _split_concurrency(args)[1]
+    last = values[-1].strip() if values else ""
+    return int(last) if last.isdigit() else None
 
 
 def resources_for(cpu_cores: float | None, memory_bytes: int | None, *, guaranteed: bool = True) -> dict[str, Any]:
