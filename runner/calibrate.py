@@ -15,11 +15,16 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runner.measure import LoadLevel, Step
+from runner.files import write_atomic
+from runner.model import LoadLevel, Step
 from runner.paths import cache_dir
 from runner.plan import Configuration, Plan
 from runner.scenario import Scenario
+
+if TYPE_CHECKING:
+    from runner.sweep import Sweep
 
 USERS_PER_WORKER = 16  # closed-loop users per worker: enough to keep a worker's event loop busy
 WORKER_BUSY_TARGET = 0.75  # plan workers to run at most this busy, below the 90% generator guard
@@ -34,9 +39,9 @@ class Calibration:
     client: str
     workers: int
     generator_rps: float
-    generator_cpu: float
+    generator_cpu_share: float  # the busiest worker's share of its core
     rps_per_worker_core: float
-    envoy_cpu: float
+    envoy_cpu_cores: float
     envoy_rps: float
     envoy_rps_per_core: float
 
@@ -53,7 +58,7 @@ def calibration_path(platform: str, client: str) -> Path:
 def save(calibration: Calibration) -> Path:
     path = calibration_path(calibration.platform, calibration.client)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(calibration), indent=1))
+    write_atomic(path, json.dumps(asdict(calibration), indent=1))
     return path
 
 
@@ -64,6 +69,15 @@ def load(platform: str, client: str) -> Calibration | None:
         return None
 
 
+def run(sweep: Sweep) -> Calibration:
+    """Start the platform and measure the generator alone and through Envoy at the plan's largest limit."""
+    with sweep.platform:
+        sweep.platform.metrics.check()
+        top = largest(sweep.plan).envoy_cpu_cores
+        measured = sweep.direct_and_through(calibration_level(sweep.scenario).users, top)
+    return from_steps(sweep.scenario, measured.direct, measured.gateway, top)
+
+
 def from_steps(scenario: Scenario, direct: Step, gateway: Step, envoy_cpu: float) -> Calibration:
     workers = scenario.load.workers
     busy = max(direct.generator_cpu_max, 0.05)
@@ -72,9 +86,9 @@ def from_steps(scenario: Scenario, direct: Step, gateway: Step, envoy_cpu: float
         client=scenario.load.client,
         workers=workers,
         generator_rps=direct.rps,
-        generator_cpu=direct.generator_cpu_max,
+        generator_cpu_share=direct.generator_cpu_max,
         rps_per_worker_core=direct.rps / (workers * busy),
-        envoy_cpu=envoy_cpu,
+        envoy_cpu_cores=envoy_cpu,
         envoy_rps=gateway.rps,
         envoy_rps_per_core=gateway.rps / envoy_cpu,
     )

@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-from runner.errors import SizerError, UsageError
+from runner.errors import SizerError, UsageError, one_line
+from runner.paths import RESULTS_ROOT
 
 if TYPE_CHECKING:
     from runner.results import RunSummary
+    from runner.scenario import Scenario
 
+EXIT_INCOMPLETE = 1  # a sweep whose configurations did not all finish
+EXIT_REGRESSION = 1
 EXIT_INTERRUPTED = 130
+MAX_TESTBED_CPU = 64.0  # testbed up --envoy-cpu (the local platform: this machine's cores, not a cluster's)
+MAX_TARGET_RPS = 1e9  # recommend --target-rps
+MAX_HEADROOM = 10.0  # recommend --headroom: the knee at most 11x the target
+MIN_CORES_PER_REPLICA = 0.01  # recommend --cores-per-replica: 10m, a Kubernetes CPU request's usual floor
+MAX_CORES_PER_REPLICA = 64.0  # and 64 cores, as testbed up --envoy-cpu
+OUTPUTS = ("text", "yaml")
+MAX_THRESHOLD_PCT = 100.0  # compare --threshold-pct: a knee cannot fall by more than 100%
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (no usage block) naming the argument, exit code 2 as for any bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _scenario_args(parser: argparse.ArgumentParser) -> None:
@@ -23,11 +41,12 @@ def _scenario_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--envoy-cpus", help="Envoy CPU limits: 0.25,0.5 | 1..6 | 0.1..0.5:0.1 (ENVOY_CPUS)")
     parser.add_argument("--envoy-memory", help="Envoy memory limit(s), e.g. 1Gi (ENVOY_MEMORY)")
     parser.add_argument("--nginx-replicas", help="nginx replica counts, e.g. 3 or 1,3 (NGINX_REPLICAS)")
-    parser.add_argument("--workers", help="Locust workers (WORKERS)")
+    parser.add_argument("--workers", help="Locust workers, or auto: sized from the calibration (WORKERS)")
     parser.add_argument("--users", help="closed-loop users per step, e.g. 4,8,12 (USERS)")
     parser.add_argument("--step-seconds", help="measuring window per step (STEP_SECONDS)")
     parser.add_argument("--platform", help="local | kubernetes (PLATFORM)")
     parser.add_argument("--client", help="Locust client: lean | fasthttp (CLIENT)")
+    parser.add_argument("--arrivals", help="arrival models: poisson, uniform, synchronized, or a list (ARRIVALS)")
 
 
 def _overrides(args: argparse.Namespace):
@@ -46,13 +65,18 @@ def _overrides(args: argparse.Namespace):
         step_seconds=value("step_seconds"),
         platform=value("platform"),
         client=value("client"),
+        arrivals=value("arrivals"),
     )
 
 
 def _load(args: argparse.Namespace):
-    from runner.scenario import DEFAULT_SCENARIO, load_scenario
+    from runner.generator_sizing import load_sized
+    from runner.scenario import DEFAULT_SCENARIO
 
-    return load_scenario(args.scenario or DEFAULT_SCENARIO, _overrides(args))
+    scenario, note = load_sized(args.scenario or DEFAULT_SCENARIO, _overrides(args))
+    if note:
+        print(f"gateway-sizer: {note}", file=sys.stderr)
+    return scenario
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -62,14 +86,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from runner.console import ConsoleObserver
     from runner.plan import plan_sweep
     from runner.platforms import create_platform
-    from runner.results import RESULTS_ROOT, RunStore, resolve_run
+    from runner.results import RunStore, resolve_run
     from runner.sweep import Sweep
 
     if args.resume:
         run_dir = resolve_run(args.resume)
-        args.scenario = args.scenario or str(run_dir / "scenario.yaml")
-        scenario = _load(args)
         store = RunStore.open(run_dir)
+        scenario = _resumable(args, run_dir)
         store.summary.status = "running"
     else:
         scenario = _load(args)
@@ -78,16 +101,53 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     warning = provisioning_warning(scenario, plan)
     if warning:
         print(f"gateway-sizer: warning: {warning}", file=sys.stderr)
+    if args.free_ports and scenario.platform == "local":
+        _warn_if_sharing()
     observer = ConsoleObserver()
     overrides = {k: v for k, v in asdict(_overrides(args)).items() if v is not None}
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
-    sweep = Sweep(scenario, plan, platform, store, observer, overrides)
+    sweep = Sweep(scenario=scenario, plan=plan, platform=platform, store=store, observer=observer, overrides=overrides)
     try:
-        sweep.run()
+        status = sweep.run()
     finally:
         observer.summary(store.summary, str(store.run_dir))
         _report_after_sweep(store.run_dir, store.summary)
+    if status != "complete":
+        print(f"gateway-sizer: run {status}: {store.summary.reason}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
+
+
+def _warn_if_sharing() -> None:
+    """Without --free-ports a second local sweep is refused (its ports are taken); with it, say that the
+    two share the machine's CPUs."""
+    from runner.platforms.local.state import live_testbeds
+
+    others = live_testbeds()
+    if others:
+        print(
+            f"gateway-sizer: warning: another local test bed is running ({', '.join(others)}): the two share "
+            "this machine's CPUs, so neither's figures are clean",
+            file=sys.stderr,
+        )
+
+
+def _resumable(args: argparse.Namespace, run_dir: Path) -> Scenario:
+    """The run's own scenario; UsageError naming the first field that a --scenario or an override given
+    with --resume would change (a resumed run must measure what the run measured)."""
+    from runner.scenario import first_difference, load_scenario
+
+    recorded = load_scenario(str(run_dir / "scenario.yaml"))
+    from runner.generator_sizing import load_sized
+
+    asked = _load(args) if args.scenario else load_sized(str(run_dir / "scenario.yaml"), _overrides(args))[0]
+    field = first_difference(recorded.dump(), asked.dump())
+    if field is not None:
+        raise UsageError(
+            f"--resume: {field} differs from what run {run_dir.name} measured",
+            "resume without --scenario or overrides, or start a new run",
+        )
+    return recorded
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -103,15 +163,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     plan = plan_sweep(scenario)
     store = RunStore.create(scenario, cache_dir() / "calibration")
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
-    result = Sweep(scenario, plan, platform, store, ConsoleObserver()).calibrate()
+    sweep = Sweep(scenario=scenario, plan=plan, platform=platform, store=store, observer=ConsoleObserver())
+    result = calibrate.run(sweep)
     path = calibrate.save(result)
     top = calibrate.largest(plan).envoy_cpu_cores
     print(
         f"generator: {result.generator_rps:,.0f} RPS from {result.workers} {result.client} worker(s) at "
-        f"{result.generator_cpu:.0%} CPU (busiest): {result.rps_per_worker_core:,.0f} RPS per worker core"
+        f"{result.generator_cpu_share:.0%} CPU (busiest): {result.rps_per_worker_core:,.0f} RPS per worker core"
     )
     print(
-        f"gateway:   {result.envoy_rps:,.0f} RPS through Envoy at {result.envoy_cpu:g} CPU: "
+        f"gateway:   {result.envoy_rps:,.0f} RPS through Envoy at {result.envoy_cpu_cores:g} CPU: "
         f"about {result.envoy_rps_per_core:,.0f} RPS per Envoy core when saturated"
     )
     print(f"the planned sweep (Envoy up to {top:g} CPU) needs WORKERS={result.workers_needed(top)}")
@@ -120,6 +181,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from runner.locust import user_class
     from runner.plan import plan_sweep
 
     scenario = _load(args)
@@ -129,45 +191,34 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for config in plan.configurations:
         print(f"  {config.label} (Envoy concurrency {config.envoy_concurrency})")
     print(
-        f"load: {load.client} client ({load.locust_user_class}), {load.workers} worker(s), {load.mode} mode, "
+        f"load: {load.client} client ({user_class(load)}), {load.workers} worker(s), {load.mode} mode, "
         f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}"
     )
     return 0
 
 
 def cmd_testbed_up(args: argparse.Namespace) -> int:
-    from runner.locust import LocustOptions
-    from runner.paths import cache_dir
-    from runner.platforms.local.testbed import LocalTestbed, LocustSetup, state_file
+    from runner.plan import plan_sweep
+    from runner.platforms.local.platform import HAND_TESTBED_ID, LocalPlatform
+    from runner.platforms.local.state import state_file
 
-    if state_file("testbed").exists():
-        raise UsageError("a test bed is already up", "stop it first with `gateway-sizer testbed down`")
     scenario = _load(args)
-    cpu = float(args.envoy_cpu) if args.envoy_cpu else scenario.envoy.cpu_cores[0]
-    replicas = scenario.backend.replicas[0]
-    testbed = LocalTestbed(
-        workdir=cache_dir() / "testbed",
-        host_header=scenario.load.host_header,
-        scrape_interval_s=scenario.prometheus.scrape_interval_s,
-    )
+    config = plan_sweep(scenario).configurations[0]
+    if args.envoy_cpu:
+        cpu = _testbed_cpu(args.envoy_cpu)
+        config = replace(config, envoy_cpu_cores=cpu, envoy_concurrency=scenario.envoy.concurrency_for(cpu))
+    if state_file(HAND_TESTBED_ID).exists():
+        raise UsageError("a test bed is already up", "stop it first with `gateway-sizer testbed down`")
+    platform = LocalPlatform.for_hand_testbed(scenario)
     try:
-        testbed.check_ports(replicas)
-        testbed.record_state(owner_pid=0)
-        testbed.start_monitoring()
-        testbed.scale_backend(
-            replicas, cpu_cores=scenario.backend.cpu_cores, memory_bytes=scenario.backend.memory_bytes
-        )
-        testbed.start_envoy(cpu, scenario.envoy.memory_bytes[0], scenario.envoy.concurrency_for(cpu))
-        options = LocustOptions.from_load(scenario.load)
-        testbed.start_locust(
-            LocustSetup(scenario.load.locustfile, scenario.load.locust_user_class, options, scenario.load.workers)
-        )
-        testbed.record_state(owner_pid=0)
+        platform.start()
+        platform.apply(config)
     except BaseException:
-        testbed.stop()
+        platform.stop()
         raise
-    print(f"test bed up (Envoy {cpu:g} CPU, {replicas} nginx replica(s), {scenario.load.workers} Locust worker(s))")
-    print(f"  gateway:     {testbed.gateway_url}  (Host: {scenario.load.host_header})")
+    testbed, load = platform.testbed, scenario.load
+    print(f"test bed up ({config.label}, {load.workers} Locust worker(s))")
+    print(f"  gateway:     {testbed.gateway_url}  (Host: {load.host_header})")
     print(f"  Locust UI:   {testbed.locust_url}")
     print(f"  Prometheus:  {testbed.prometheus_url}")
     print(f"  logs:        {testbed.supervisor.log_dir}")
@@ -176,33 +227,60 @@ def cmd_testbed_up(args: argparse.Namespace) -> int:
 
 
 def cmd_testbed_down(args: argparse.Namespace) -> int:
-    from runner.platforms.local.testbed import stop_recorded_testbeds
+    from runner.platforms.local.state import stop_recorded_testbeds
 
     removed = stop_recorded_testbeds(everything=args.all)
     print(f"stopped: {', '.join(removed)}" if removed else "nothing to stop")
     return 0
 
 
-EXIT_REGRESSION = 1
+def _testbed_cpu(text: str) -> float:
+    """testbed up --envoy-cpu: cores or millicores within the local platform's limits."""
+    from runner.quantities import format_cpu, parse_cpu, short_repr
+    from runner.scenario import MIN_LOCAL_CPU_CORES
 
-
-def _number(text: str, flag: str, example: str) -> float:
+    hint = "e.g. --envoy-cpu 0.25 or --envoy-cpu 250m"
     try:
-        return float(text)
+        cpu = parse_cpu(text)
     except ValueError:
-        raise UsageError(f"{flag} must be a number, got {text!r}", f"e.g. {flag} {example}") from None
+        raise UsageError(f"--envoy-cpu must be a CPU quantity, got {short_repr(text)}", hint) from None
+    if not MIN_LOCAL_CPU_CORES <= cpu <= MAX_TESTBED_CPU:
+        raise UsageError(
+            f"--envoy-cpu must be from {format_cpu(MIN_LOCAL_CPU_CORES)} to {MAX_TESTBED_CPU:g} cores, "
+            f"got {short_repr(text)}",
+            hint,
+        )
+    if abs(cpu * 1000 - round(cpu * 1000)) > 1e-6:
+        raise UsageError(f"--envoy-cpu {short_repr(text)} is finer than 1m", f"use whole millicores, {hint}")
+    return cpu
+
+
+def _number(text: str, flag: str, example: str, *, high: float) -> float:
+    """A finite number option up to `high` (the command checks the low end); UsageError names the flag."""
+    import math
+
+    from runner.quantities import short_repr
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{flag} must be a number, got {short_repr(text)}", f"e.g. {flag} {example}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, got {short_repr(text)}", f"e.g. {flag} {example}")
+    if value > high:
+        raise UsageError(f"{flag} must be at most {high:g}, got {short_repr(text)}", f"e.g. {flag} {example}")
+    return value
 
 
 def _write_report(run_dir: Path, summary: RunSummary) -> None:
     """report.md, report.html and plots/*.png into the run directory, each replaced atomically."""
+    from runner.files import write_atomic
     from runner.report import read_scenario, render_files
 
     for name, content in render_files(summary, read_scenario(run_dir)).items():
         path = run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, path)
+        write_atomic(path, content)
 
 
 def _report_after_sweep(run_dir: Path, summary: RunSummary) -> None:
@@ -235,14 +313,36 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
+    from runner.report.manifests import envoy_manifests, gateway_of_run
+    from runner.report.replicas import format_replicas, plan_replicas
     from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
     from runner.results import load_summary, resolve_run
 
-    target = _number(args.target_rps, "--target-rps", "5000")
-    headroom = _number(args.headroom, "--headroom", "0.3")
+    target = _number(args.target_rps, "--target-rps", "5000", high=MAX_TARGET_RPS)
+    headroom = _number(args.headroom, "--headroom", "0.3", high=MAX_HEADROOM)
     check_request(target, headroom)
-    summary = load_summary(resolve_run(args.run))
-    print(format_recommendation(recommend(require_fit(summary), target, headroom), summary.run_id))
+    cores = None
+    if args.cores_per_replica not in (None, ""):
+        cores = _number(args.cores_per_replica, "--cores-per-replica", "1", high=MAX_CORES_PER_REPLICA)
+        if cores < MIN_CORES_PER_REPLICA:
+            raise UsageError(
+                f"--cores-per-replica must be at least {MIN_CORES_PER_REPLICA:g} (10m), got {cores:g}",
+                "e.g. --cores-per-replica 1",
+            )
+    output = args.output or "text"
+    if output not in OUTPUTS:
+        from runner.quantities import short_repr
+
+        raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
+    run_dir = resolve_run(args.run)
+    summary = load_summary(run_dir)
+    rec = recommend(require_fit(summary), target, headroom)
+    plan = plan_replicas(rec, summary.threshold, cores, summary)
+    if output == "yaml":
+        print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id), end="")
+    else:
+        print(format_recommendation(rec, summary.run_id))
+        print("\n".join(format_replicas(plan)))
     return 0
 
 
@@ -250,11 +350,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from runner.report.compare import compare_runs, format_comparison
     from runner.results import load_summary, resolve_run
 
-    threshold = _number(args.threshold_pct, "--threshold-pct", "5")
+    threshold = _number(args.threshold_pct, "--threshold-pct", "5", high=MAX_THRESHOLD_PCT)
     if not (args.run_a and args.run_b):
         raise UsageError("compare needs two runs", "gateway-sizer compare RUN_A RUN_B (make compare A=... B=...)")
-    runs = [load_summary(resolve_run(name)) for name in (args.run_a, args.run_b)]
-    comparison = compare_runs(*runs, threshold_pct=threshold)
+    run_a, run_b = (load_summary(resolve_run(name)) for name in (args.run_a, args.run_b))
+    comparison = compare_runs(run_a, run_b, threshold_pct=threshold)
     print(format_comparison(comparison))
     return EXIT_REGRESSION if comparison.regressions else 0
 
@@ -268,6 +368,17 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
     recommend.add_argument("--target-rps", required=True, metavar="N", help="requests per second to serve")
     recommend.add_argument("--headroom", default="0.3", help="the knee this far above the target (default 0.3)")
     recommend.add_argument("--run", metavar="RUN", help="run whose knees to fit (default: results/latest)")
+    recommend.add_argument(
+        "--cores-per-replica",
+        metavar="CORES",
+        help="Envoy CPU per replica, 0.01-64 (default: the measured limit that runs the fewest cores at N+1)",
+    )
+    recommend.add_argument(
+        "--output",
+        default="text",
+        metavar="FORMAT",
+        help="text, or yaml: the envoy container's resources, an HPA and a PDB for kubectl apply (default text)",
+    )
     recommend.set_defaults(func=cmd_recommend)
 
     compare = commands.add_parser("compare", help="two runs' knees side by side; exit 1 on a regression")
@@ -283,25 +394,17 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from runner.platforms.kubernetes.connection import connect
-    from runner.platforms.kubernetes.originals import ClusterChanges, undo
-    from runner.results import resolve_run
-    from runner.scenario import load_scenario
+    from runner.platforms import restore
+    from runner.results import load_summary, resolve_run
 
     run_dir = resolve_run(args.run)
-    changes = ClusterChanges.load(run_dir)
-    if not changes.pending:
-        print(f"nothing to restore: {run_dir.name} left no changes behind")
-        return 0
-    k8s = load_scenario(str(run_dir / "scenario.yaml")).kubernetes
-    cluster = connect(k8s.kubeconfig, k8s.context)
-    for line in undo(cluster, changes, k8s.rollout_timeout_s, wait=not args.no_wait):
+    for line in restore(load_summary(run_dir).platform, run_dir, wait=not args.no_wait):
         print(line)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
+    parser = _Parser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sweep = commands.add_parser("sweep", help="run a sweep and write results/<run-id>/")
@@ -340,29 +443,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sigterm_as_interrupt() -> None:
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+class Stopped(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C, handled as Ctrl-C is; `signum` gives the exit code (128 + it)."""
 
-    signal.signal(signal.SIGTERM, handler)
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop_signals_as_interrupt() -> None:
+    """SIGTERM and SIGHUP (a closed terminal) stop a run as Ctrl-C does: cleanly, with what was measured saved."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+    # A runner started in the background of a script inherits SIGINT ignored (and Python then keeps it
+    # so): `kill -INT` would do nothing. A sweep holds load, so it always honours SIGINT as Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    _sigterm_as_interrupt()
+    _stop_signals_as_interrupt()
     try:
         return func(args)
     except SizerError as error:
         print(f"gateway-sizer: {error.one_line()}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
-        print("gateway-sizer: interrupted; everything started was stopped, measured steps are saved", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        name = str(stop) if isinstance(stop, Stopped) else "SIGINT"
+        print(
+            f"gateway-sizer: interrupted by {name}; everything started was stopped, measured steps are saved",
+            file=sys.stderr,
+        )
+        return 128 + stop.signum if isinstance(stop, Stopped) else EXIT_INTERRUPTED
     finally:
         sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    os._exit(main())
+    raise SystemExit(main())

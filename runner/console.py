@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 
-from runner.measure import LoadLevel, Step
+from runner.model import BaselineResult, Capacity, ConfigResult, Knee, LoadLevel, RunSummary, Step
+from runner.observer import SweepObserver
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Endpoints
 from runner.quantities import format_cpu
-from runner.results import BaselineResult, ConfigResult, RunStore, RunSummary
-
-
-def percent_range(low: float, high: float) -> str:
-    """ "58%-70%", as the reference report writes CPU utilization."""
-    return f"{low:.0%}-{high:.0%}"
+from runner.report.formatting import percent_range
+from runner.results import RunStore
 
 
 def describe_level(level: LoadLevel) -> str:
@@ -23,12 +21,34 @@ def describe_level(level: LoadLevel) -> str:
     return f"{level.users} users, no wait"
 
 
-class ConsoleObserver:
-    """Prints the sweep's progress with rich (plain lines when not on a terminal)."""
+def knee_text(knee: Knee, cores: float | None = None) -> str:
+    """'1,440 RPS, 2,879 per core (95% CI 1,280-1,620, power fit over 11 windows)', or how it was found
+    without an interval."""
+    if knee.low is not None and knee.high is not None:
+        how = f"95% CI {knee.low:,.0f}-{knee.high:,.0f}, power fit over {knee.windows} windows"
+    elif knee.method == "power-fit":
+        how = f"no interval: {knee.windows} windows scatter too much"
+    else:
+        how = "interpolated between 2 windows, no interval"
+    per_core = f", {knee.rps / cores:,.0f} per core" if cores else ""
+    return f"{knee.rps:,.0f} RPS{per_core} ({how})"
+
+
+def capacity_text(capacity: Capacity | None) -> str:
+    """'; capacity 1,539 RPS (broke at 1,577: p99 ...)' or '' without one."""
+    if capacity is None:
+        return ""
+    broke = f"broke at {capacity.broken_at:,.0f}: {capacity.broken_by}" if capacity.broken_at else "not broken"
+    return f"; capacity {capacity.rps:,.0f} RPS ({broke})"
+
+
+class ConsoleObserver(SweepObserver):
+    """Prints the sweep's progress with rich: a live status line on a terminal; piped (a CI log), one line
+    per phase and per step, never wrapped in the middle of a figure."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False)
-        self._status = None
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self._status: Status | None = None
 
     def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
         c = self.console
@@ -44,11 +64,18 @@ class ConsoleObserver:
     def config_skipped(self, config: Configuration, result: ConfigResult) -> None:
         self.console.print(f"\n[dim]{config.label}: already {result.status} in this run, skipped[/]")
 
+    def components_restarted(self, names: list[str]) -> None:
+        self._stop_status()
+        self.console.print(f"  [yellow]restarted[/] {', '.join(names)} (they had died)")
+
     def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
         self._stop_status()
+        text = f"  {phase} {seconds:.0f} s at {describe_level(level)}"
         if self.console.is_terminal:
-            self._status = self.console.status(f"  {phase} {seconds:.0f} s at {describe_level(level)}")
-            self._status.start()
+            self._status = status = self.console.status(text)
+            status.start()
+        else:
+            self.console.print(f"[dim]{text}[/]")
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -66,24 +93,25 @@ class ConsoleObserver:
             f"  p95 {p95}  failures {step.fail_ratio:.2%}"
         )
         for guard in step.guards:
-            self.console.print(f"    [yellow]guard {guard['guard']}[/]: {guard['detail']}")
+            self.console.print(f"    [yellow]guard {guard.guard}[/]: {guard.detail}")
 
     def config_finished(self, result: ConfigResult) -> None:
         self._stop_status()
         if result.knee is not None and result.status == "saturated":
             self.console.print(
-                f"  [green]knee[/] {result.knee.rps:,.0f} RPS at {result.knee.cpu_utilization:.0%} CPU"
-                f" ({result.knee.rps / result.envoy.cpu:,.0f} RPS per core)"
+                f"  [green]knee[/] {knee_text(result.knee, result.envoy.cpu_cores)}{capacity_text(result.capacity)}"
             )
         else:
             self.console.print(f"  [yellow]{result.status}[/]: {result.reason}")
+        if result.search:
+            self.console.print(f"  [dim]search: {result.search}[/]")
 
     def baseline_measured(self, baseline: BaselineResult) -> None:
         self._stop_status()
         self.console.print(
             f"\n[bold]baseline[/] ({baseline.users} closed-loop users):"
-            f" nginx directly {baseline.direct['rps']:,.0f} RPS,"
-            f" through Envoy ({format_cpu(baseline.envoy_cpu)} CPU) {baseline.gateway['rps']:,.0f} RPS:"
+            f" nginx directly {baseline.direct.rps:,.0f} RPS,"
+            f" through Envoy ({format_cpu(baseline.envoy_cpu_cores)} CPU) {baseline.gateway.rps:,.0f} RPS:"
             f" {baseline.gateway_share:.0%} of direct"
         )
 
@@ -94,12 +122,12 @@ class ConsoleObserver:
         for column in ("Envoy", "Users", "RPS", "CPU utilization", "Knee (RPS at threshold)"):
             table.add_column(column, justify="right" if column in ("Users", "RPS") else "left")
         for config in summary.configs:
-            spec = f"{format_cpu(config.envoy.cpu)} CPU / {config.envoy.memory}\nnginx x{config.backend.replicas}"
-            users = "\n".join(str(s["users"]) for s in config.steps) or "-"
-            rps = "\n".join(f"{s['rps']:,.0f}" for s in config.steps) or "-"
-            cpu = "\n".join(percent_range(s["cpu_utilization_min"], s["cpu_utilization_max"]) for s in config.steps)
+            spec = f"{format_cpu(config.envoy.cpu_cores)} CPU / {config.envoy.memory}\nnginx x{config.backend.replicas}"
+            users = "\n".join(str(s.users) for s in config.steps) or "-"
+            rps = "\n".join(f"{s.rps:,.0f}" for s in config.steps) or "-"
+            cpu = "\n".join(percent_range(s.cpu_utilization_min, s.cpu_utilization_max) for s in config.steps)
             if config.knee is not None:
-                knee = f"{config.knee.rps:,.0f} RPS\n{config.status}"
+                knee = f"{knee_text(config.knee)}\n{config.status}"
             else:
                 knee = f"{config.status}\n{config.reason or ''}"
             table.add_row(spec, users, rps, cpu or "-", knee)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import __version__
+from runner.model import Environment
 
 
 def _cpu_model() -> str:
@@ -44,6 +45,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-def collect(platform_facts: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def collect(platform_facts: dict[str, Any], overrides: dict[str, str]) -> Environment:
     """The machine running the sweep, the platform's own facts, and the overrides given."""
-    return {"machine": machine(), **platform_facts, "overrides": overrides}
+    return Environment.model_validate({"machine": machine(), **platform_facts, "overrides": overrides})

@@ -13,8 +13,15 @@ class SizerError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        text = str(self)
-        return f"{text}: {self.hint}" if self.hint else text
+        """The message and the hint, control characters (line breaks above all) escaped: one line whatever
+        it quotes, wherever it lands (the console, summary.json's reasons, the report)."""
+        text = f"{self}: {self.hint}" if self.hint else str(self)
+        return one_line(text)
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (a newline becomes \\n)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class UsageError(SizerError):
@@ -41,3 +48,7 @@ class ToolMissingError(UsageError):
 
 class LoadGeneratorError(SizerError):
     """Locust's master rejected a request or its workers did not connect."""
+
+
+class WindowDiscarded(PlatformError):
+    """A measuring window cannot be trusted (the load stopped, or Locust's master restarted in it)."""

@@ -1,38 +1,30 @@
 """Validity guards: was Envoy the bottleneck of a step, or something else? Pure.
 
 A knee only counts when Envoy, not the load generator or the backend, limited the run, failures stayed
-low, and the client and Envoy counted the same requests. Each guard that fires names what it saw and
-what to change.
+low, and the client and Envoy counted the same requests. Each guard is one function from a step (and the
+steps before it) to a `Finding` or None; `GUARDS` lists them in the order their findings are reported,
+measured causes before inferred ones. `judge` turns a configuration's findings into its verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from runner.measure import Step
+from runner.model import Finding, Step
 
 GENERATOR_CPU_LIMIT = 0.90  # a Locust worker at or above this share of the CPU it has is saturated
 BACKEND_CPU_LIMIT = 0.90
 FAIL_RATIO_LIMIT = 0.01
 RPS_MISMATCH_LIMIT = 0.05  # client-side vs Envoy-side RPS
+SCRAPE_STAMP_JITTER_S = 0.25  # ... plus this much of a window's length (only windows under 5 s feel it)
 SHORTFALL_LIMIT = 0.05  # achieved below offered by more than this, with Envoy under the threshold
 FLAT_GROWTH_OFFERED = 0.20  # offered load grew at least this much ...
 FLAT_GROWTH_ACHIEVED = 0.05  # ... but throughput grew less than this ...
 FLAT_ENVOY_CEILING = 0.80  # ... while Envoy stayed below this utilization
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A guard that fired: its name, what it saw, and what to change."""
-
-    guard: str
-    detail: str
-    advice: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.detail}: {self.advice}"
+LIMIT_OVERSHOOT = 0.03  # Envoy's CPU may read up to 3% over its limit (sampling); more means no quota binds
+THROTTLE_EVIDENCE_FROM = 0.97  # at this utilization a binding CFS quota throttles some periods
+NOT_ENFORCED = "the CPU limit is not enforced (kubelet --cpu-cfs-quota=false?)"
 
 
 @dataclass(frozen=True)
@@ -43,87 +35,161 @@ class GuardContext:
     workers: int
 
 
-def _offered(step: Step) -> float | None:
-    return step.target_rps
+Guard = Callable[[Step, Sequence[Step], GuardContext], Finding | None]
+
+
+def generator_saturated(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """A Locust worker used (nearly) all the CPU it has."""
+    if step.generator_cpu_max < GENERATOR_CPU_LIMIT:
+        return None
+    return Finding(
+        guard="generator-saturated",
+        detail=f"load generator saturated: a Locust worker at {step.generator_cpu_max:.0%} CPU",
+        advice=f"add Locust workers (WORKERS={context.workers + 1} or more) or use the lean client",
+    )
+
+
+def backend_saturated(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """An nginx replica used (nearly) all the CPU it has. Measured, so it comes before the shortfall it causes."""
+    if step.backend_cpu_max < BACKEND_CPU_LIMIT:
+        return None
+    return Finding(
+        guard="backend-saturated",
+        detail=f"backend saturated: an nginx replica at {step.backend_cpu_max:.0%} of its CPU",
+        advice="add nginx replicas (NGINX_REPLICAS) or raise their CPU limit",
+    )
+
+
+def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """The offered rate was not delivered while Envoy still had room."""
+    offered = step.target_rps
+    if not offered or step.cpu_utilization_mean >= context.threshold or step.rps >= offered * (1 - SHORTFALL_LIMIT):
+        return None
+    return Finding(
+        guard="generator-shortfall",
+        detail=f"load not delivered: {step.rps:,.0f} of {offered:,.0f} offered RPS "
+        f"({step.rps / offered:.0%}) with Envoy at {step.cpu_utilization_mean:.0%}",
+        advice=f"add Locust workers (WORKERS={context.workers + 1} or more), use the lean client, "
+        "or leave the generator more CPU",
+    )
+
+
+def throughput_flat(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """More load offered, no more served, and Envoy far from its limit: something else limits the run."""
+    if not previous or step.backend_cpu_max >= BACKEND_CPU_LIMIT or step.cpu_utilization_mean >= context.threshold:
+        return None
+    last = previous[-1]
+    if (
+        last.rps > 0
+        and step.offered >= last.offered * (1 + FLAT_GROWTH_OFFERED)
+        and step.rps < last.rps * (1 + FLAT_GROWTH_ACHIEVED)
+        and step.cpu_utilization_mean < FLAT_ENVOY_CEILING
+    ):
+        return Finding(
+            guard="throughput-flat",
+            detail=f"throughput flat at {step.rps:,.0f} RPS while offered load grew "
+            f"{step.offered / last.offered - 1:.0%} and Envoy stayed at {step.cpu_utilization_mean:.0%}",
+            advice="something other than Envoy limits the run: check the backend and the generator",
+        )
+    return None
+
+
+def failures(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    if step.fail_ratio <= FAIL_RATIO_LIMIT:
+        return None
+    return Finding(
+        guard="failures",
+        detail=f"{step.fail_ratio:.1%} of requests failed (limit {FAIL_RATIO_LIMIT:.0%})",
+        advice="check the backend's answers and the Locust errors in the run's logs",
+    )
+
+
+def rps_mismatch(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """Client and Envoy counted different loads: foreign load, or requests failing before Envoy.
+
+    Judged below the threshold only: past it Envoy is throttled, its admin endpoint with it, so a scrape
+    stamped at t reads the counter some time later and over a short window the two counts drift apart.
+    """
+    if step.cpu_utilization_mean >= context.threshold or step.rps <= 0:
+        return None
+    gap = abs(step.envoy_rps - step.rps) / step.rps
+    # Envoy's rate spans its first to last scrape in the window, each stamped a little off when Envoy
+    # answered: in a 3 s window that alone moves it ~5%, in the sweeps' 15 s windows ~1%
+    if gap <= max(RPS_MISMATCH_LIMIT, SCRAPE_STAMP_JITTER_S / max(step.window_s, 1.0)):
+        return None
+    return Finding(
+        guard="rps-mismatch",
+        detail=f"client counted {step.rps:,.0f} RPS but Envoy {step.envoy_rps:,.0f} ({gap:.0%} apart)",
+        advice="make sure only this load reaches Envoy and that requests are not failing before it",
+    )
+
+
+def cpu_limit_exceeded(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """Envoy used more CPU than its limit allows: the quota does not bind."""
+    if step.cpu_utilization_max <= 1 + LIMIT_OVERSHOOT:
+        return None
+    return Finding(
+        guard="cpu-limit-not-enforced",
+        detail=f"Envoy used {step.cpu_utilization_max:.0%} of its CPU limit",
+        advice=f"{NOT_ENFORCED}: a knee means nothing where the limit does not hold",
+    )
+
+
+GUARDS: tuple[Guard, ...] = (
+    cpu_limit_exceeded,
+    generator_saturated,
+    backend_saturated,
+    generator_shortfall,
+    throughput_flat,
+    failures,
+    rps_mismatch,
+)
 
 
 def check_step(step: Step, previous: Sequence[Step], context: GuardContext) -> list[Finding]:
     """Every guard that fires for `step` (given the steps measured before it in its configuration)."""
-    findings: list[Finding] = []
-    below_threshold = step.cpu_utilization_mean < context.threshold
-    if step.generator_cpu_max >= GENERATOR_CPU_LIMIT:
-        findings.append(
-            Finding(
-                "generator-saturated",
-                f"load generator saturated: a Locust worker at {step.generator_cpu_max:.0%} CPU",
-                f"add Locust workers (WORKERS={context.workers + 1} or more) or use the lean client",
-            )
-        )
-    offered = _offered(step)
-    # Measured saturation comes before inferred: a saturated backend also explains a shortfall.
-    if step.backend_cpu_max >= BACKEND_CPU_LIMIT:
-        findings.append(
-            Finding(
-                "backend-saturated",
-                f"backend saturated: an nginx replica at {step.backend_cpu_max:.0%} of its CPU",
-                "add nginx replicas (NGINX_REPLICAS) or raise their CPU limit",
-            )
-        )
-    if offered and below_threshold and step.rps < offered * (1 - SHORTFALL_LIMIT):
-        findings.append(
-            Finding(
-                "generator-shortfall",
-                f"load not delivered: {step.rps:,.0f} of {offered:,.0f} offered RPS "
-                f"({step.rps / offered:.0%}) with Envoy at {step.cpu_utilization_mean:.0%}",
-                f"add Locust workers (WORKERS={context.workers + 1} or more), use the lean client, "
-                "or leave the generator more CPU",
-            )
-        )
-    if step.backend_cpu_max < BACKEND_CPU_LIMIT and previous and below_threshold:
-        last = previous[-1]
-        last_offered, this_offered = _offered(last) or last.users, offered or step.users
-        if (
-            last.rps > 0
-            and this_offered >= last_offered * (1 + FLAT_GROWTH_OFFERED)
-            and step.rps < last.rps * (1 + FLAT_GROWTH_ACHIEVED)
-            and step.cpu_utilization_mean < FLAT_ENVOY_CEILING
-        ):
-            findings.append(
-                Finding(
-                    "throughput-flat",
-                    f"throughput flat at {step.rps:,.0f} RPS while offered load grew "
-                    f"{this_offered / last_offered - 1:.0%} and Envoy stayed at {step.cpu_utilization_mean:.0%}",
-                    "something other than Envoy limits the run: check the backend and the generator",
-                )
-            )
-    if step.fail_ratio > FAIL_RATIO_LIMIT:
-        findings.append(
-            Finding(
-                "failures",
-                f"{step.fail_ratio:.1%} of requests failed (limit {FAIL_RATIO_LIMIT:.0%})",
-                "check the backend's answers and the Locust errors in the run's logs",
-            )
-        )
-    # Past the threshold Envoy is throttled, its admin endpoint with it: a scrape stamped at t reads the
-    # counter some time later, so over a short window the two counts drift apart without foreign load.
-    if below_threshold and step.rps > 0 and abs(step.envoy_rps - step.rps) > RPS_MISMATCH_LIMIT * step.rps:
-        findings.append(
-            Finding(
-                "rps-mismatch",
-                f"client counted {step.rps:,.0f} RPS but Envoy {step.envoy_rps:,.0f} "
-                f"({abs(step.envoy_rps - step.rps) / step.rps:.0%} apart)",
-                "make sure only this load reaches Envoy and that requests are not failing before it",
-            )
-        )
-    return findings
+    return [finding for guard in GUARDS if (finding := guard(step, previous, context)) is not None]
 
 
-def first_finding(steps: Sequence[Step], up_to_offered: float | None = None) -> Finding | None:
-    """The first guard that fired on steps offered at most `up_to_offered` (all steps when None)."""
+def first_finding(steps: Sequence[Step], up_to_rps: float | None = None) -> Finding | None:
+    """The first guard that fired on steps that delivered at most `up_to_rps` (all steps when None).
+    Delivered RPS, not offered load: it is in the knee's units in both modes, and a window that fell
+    short of its offered rate still counts where it landed."""
     for step in steps:
-        offered = _offered(step) if step.target_rps is not None else float(step.users)
-        if up_to_offered is not None and offered is not None and offered > up_to_offered:
+        if up_to_rps is not None and step.rps > up_to_rps:
             continue
         if step.guards:
-            return Finding(**step.guards[0])
+            return step.guards[0]
     return None
+
+
+def limit_enforced(steps: Sequence[Step]) -> Finding | None:
+    """The configuration's proof that the CPU limit bound: no window over it (see cpu_limit_exceeded), and
+    CFS throttling in the windows where Envoy ran at its limit. None when nothing contradicts it."""
+    exceeded = next((f for s in steps for f in s.guards if f.guard == "cpu-limit-not-enforced"), None)
+    if exceeded is not None:
+        return exceeded
+    # throttled_share None: the platform published no throttling counter, which is no evidence either way
+    at_limit = [s for s in steps if s.cpu_utilization_mean >= THROTTLE_EVIDENCE_FROM and s.throttled_share is not None]
+    if at_limit and not any(s.throttled_share for s in at_limit):
+        peak = max(s.cpu_utilization_mean for s in at_limit)
+        return Finding(
+            guard="cpu-limit-not-enforced",
+            detail=f"no CFS throttling seen with Envoy at {peak:.0%} of its CPU limit",
+            advice=f"{NOT_ENFORCED}: a knee means nothing where the limit does not hold",
+        )
+    return None
+
+
+def judge(steps: Sequence[Step], knee_up_to: float | None, reason: str | None) -> tuple[str, str | None]:
+    """The verdict: the CPU limit must be shown to bind (`limit_enforced`); then a knee counts only if no
+    guard fired on a window that delivered up to `knee_up_to` RPS (KneeResult.judged_up_to); without a
+    knee, a guard that fired says why, else `reason` (why there is none)."""
+    unenforced = limit_enforced(steps)
+    if unenforced is not None:
+        return "invalid", unenforced.message
+    if knee_up_to is not None:
+        finding = first_finding(steps, up_to_rps=knee_up_to)
+        return ("invalid", finding.message) if finding else ("saturated", None)
+    finding = first_finding(steps)
+    return ("invalid", finding.message) if finding else ("not-saturated", reason)

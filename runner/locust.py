@@ -8,27 +8,45 @@ from the master-side extension in `locustfiles/gateway_sizer_stats.py` (`/gatewa
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
 from runner.errors import LoadGeneratorError, UnreachableError
+from runner.http import RetryingClient, timeout
+from runner.paths import LOCUSTFILE_DIR
 
 if TYPE_CHECKING:
     from runner.scenario import LoadSpec
 
 SNAPSHOT_PATH = "/gateway-sizer/snapshot"
+HEARTBEAT_PATH = "/gateway-sizer/heartbeat"  # the dead-man switch (HEARTBEAT_ROUTE there)
+STATE_PATH = "/gateway-sizer/state"
+HEARTBEAT_INTERVAL_S = 2.0
+# Silence after which the master stops the load: longer than a call's retry budget (runner.http), so a
+# run riding out a 30 s API server outage keeps its load, and a runner killed hard leaves none for long.
+HEARTBEAT_TIMEOUT_S = 60.0  # served by locustfiles/gateway_sizer_stats.py (SNAPSHOT_ROUTE)
+READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
 STATS_EXTENSION = "gateway_sizer_stats.py"
 WEB_PORT = 8089
 MASTER_PORT = 5557
-REQUEST_TIMEOUT_S = 10.0
+LOG_LEVEL = "WARNING"
+# The gateway locustfile's user classes, by the scenario's `load.client`.
+USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
 POLL_S = 0.5
 # Workers send their counters to the master every 3 s (locust.runners.WORKER_REPORT_INTERVAL); figures
 # for a second are complete once a report after it has arrived.
 REPORT_LAG_S = 3.5
+
+
+def user_class(load: LoadSpec) -> str:
+    """The Locust user class a scenario runs: its explicit `user_class`, or the one implementing `client`."""
+    return load.user_class or USER_CLASSES[load.client]
 
 
 @dataclass(frozen=True)
@@ -38,13 +56,14 @@ class LocustOptions:
     host_header: str
     request_path: str
     user_rps: float = 0.0
-    arrivals: str = "synchronized"
+    arrivals: str = "poisson"
     accept_encoding: str = "gzip, deflate, br"
 
     @classmethod
-    def from_load(cls, load: LoadSpec, user_rps: float = 0.0) -> LocustOptions:
-        """The options a scenario's `load` section asks for, at `user_rps` per user."""
-        return cls(load.host_header, load.path, user_rps, load.arrivals, load.accept_encoding)
+    def from_load(cls, load: LoadSpec, user_rps: float = 0.0, arrivals: str | None = None) -> LocustOptions:
+        """The options a scenario's `load` section asks for, at `user_rps` per user, with `arrivals`
+        (default: the scenario's first arrival model)."""
+        return cls(load.host_header, load.path, user_rps, arrivals or load.arrivals[0], load.accept_encoding)
 
     def as_form(self) -> dict[str, str]:
         """The options as the /swarm form fields Locust forwards to the workers."""
@@ -63,60 +82,49 @@ class LocustOptions:
 
 def locustfile_arg(locustfile: Path) -> str:
     """`-f` value: the locustfile plus the stats extension that lives beside gateway.py."""
-    extension = Path(__file__).resolve().parent.parent / "locustfiles" / STATS_EXTENSION
+    extension = LOCUSTFILE_DIR / STATS_EXTENSION
     return f"{locustfile},{extension}" if locustfile.name != STATS_EXTENSION else str(locustfile)
 
 
-def master_command(
+def master_args(
     locustfile: str,
     user_class: str,
     host: str,
     options: LocustOptions,
     *,
-    web_host: str,
-    web_port: int,
-    master_port: int,
-    bind_host: str,
-    python: str = sys.executable,
+    web_port: int = WEB_PORT,
+    master_port: int = MASTER_PORT,
+    web_host: str | None = None,
+    bind_host: str | None = None,
 ) -> list[str]:
-    """The master: web UI on `web_host:web_port`, workers connect on `bind_host:master_port`."""
+    """Locust's arguments for the master: web UI on `web_host:web_port` (all interfaces when None),
+    workers connect on `bind_host:master_port`."""
+    binds = ["--master-bind-host", bind_host] if bind_host else []
+    web = ["--web-host", web_host] if web_host else []
     return [
-        python,
-        "-m",
-        "locust",
         "-f",
         locustfile,
         "--master",
-        "--master-bind-host",
-        bind_host,
+        *binds,
         "--master-bind-port",
         str(master_port),
-        "--web-host",
-        web_host,
+        *web,
         "--web-port",
         str(web_port),
         "--host",
         host,
         "--loglevel",
-        "WARNING",
+        LOG_LEVEL,
         *options.as_args(),
         user_class,
     ]
 
 
-def worker_command(
-    locustfile: str,
-    user_class: str,
-    options: LocustOptions,
-    *,
-    master_host: str,
-    master_port: int,
-    python: str = sys.executable,
+def worker_args(
+    locustfile: str, user_class: str, options: LocustOptions, *, master_host: str, master_port: int = MASTER_PORT
 ) -> list[str]:
+    """Locust's arguments for a worker that connects to `master_host:master_port`."""
     return [
-        python,
-        "-m",
-        "locust",
         "-f",
         locustfile,
         "--worker",
@@ -125,10 +133,15 @@ def worker_command(
         "--master-port",
         str(master_port),
         "--loglevel",
-        "WARNING",
+        LOG_LEVEL,
         *options.as_args(),
         user_class,
     ]
+
+
+def local_command(args: list[str], python: str = sys.executable) -> list[str]:
+    """Locust run as a module of this Python (the local platform's processes)."""
+    return [python, "-m", "locust", *args]
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,12 @@ class Snapshot:
     response_times_ms: dict[int, int]
     workers: tuple[WorkerStatus, ...]
     errors: tuple[dict[str, Any], ...] = field(default=())
+    started_at: float = 0.0  # when the master started: a restart resets every counter
+
+    @property
+    def loading(self) -> bool:
+        """Whether users are running (not stopped, by the runner or by the dead-man switch)."""
+        return self.state in ("spawning", "running")
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Snapshot:
@@ -166,19 +185,21 @@ class Snapshot:
                 for w in data.get("workers", [])
             ),
             errors=tuple(data.get("errors", [])),
+            started_at=float(data.get("started_at", 0.0)),
         )
 
 
 class LocustMaster:
     """Client of a Locust master's web API (directly, or through the Kubernetes API server's proxy)."""
 
-    def __init__(self, base_url: str, session: requests.Session | None = None) -> None:
+    def __init__(self, base_url: str, session: requests.Session | RetryingClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.session = session or requests.Session()
+        self.client = session if isinstance(session, RetryingClient) else RetryingClient(session)
+        self._beat = self.client.sibling(budget_s=0.0)  # the heartbeat thread's own; a missed beat is just missed
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         try:
-            response = self.session.request(method, self.base_url + path, timeout=REQUEST_TIMEOUT_S, **kwargs)
+            response = self.client.request(method, self.base_url + path, **kwargs)
         except requests.RequestException as error:
             raise UnreachableError(
                 f"Locust master at {self.base_url} unreachable ({type(error).__name__})",
@@ -189,7 +210,7 @@ class LocustMaster:
         return response
 
     def stats(self) -> dict[str, Any]:
-        return dict(self._call("GET", "/stats/requests").json())
+        return dict(self._call("GET", READY_PATH).json())
 
     def snapshot(self) -> Snapshot:
         response = self._call("GET", SNAPSHOT_PATH)
@@ -221,3 +242,56 @@ class LocustMaster:
 
     def stop(self) -> None:
         self._call("POST", "/stop")
+
+    def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None:
+        """Tell the master the runner is alive; it stops the load after `timeout_s` without one."""
+        try:
+            response = self._beat.post(
+                self.base_url + HEARTBEAT_PATH, json={"timeout_s": timeout_s, "state": state}, timeout=timeout(5.0)
+            )
+        except requests.RequestException as error:
+            raise UnreachableError(
+                f"Locust master at {self.base_url} missed a heartbeat ({type(error).__name__})"
+            ) from None
+        if response.status_code >= 400:
+            raise LoadGeneratorError(f"Locust master answered the heartbeat with HTTP {response.status_code}")
+
+
+class Heartbeat:
+    """While open, tells the Locust master every HEARTBEAT_INTERVAL_S that the runner is alive, with what
+    `state()` returns (a daemon thread). A runner killed hard stops beating, and the master stops the load."""
+
+    def __init__(
+        self,
+        master: HeartbeatTarget,
+        state: Callable[[], dict[str, Any]] = dict,
+        *,
+        interval_s: float = HEARTBEAT_INTERVAL_S,
+        timeout_s: float = HEARTBEAT_TIMEOUT_S,
+    ) -> None:
+        self.master, self.state, self.interval_s, self.timeout_s = master, state, interval_s, timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gateway-sizer-heartbeat", daemon=True)
+        self.sent = self.missed = 0
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.master.heartbeat(self.timeout_s, self.state())
+                self.sent += 1
+            except Exception:
+                self.missed += 1  # the master waits timeout_s before acting
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval_s + 10)
+
+
+class HeartbeatTarget(Protocol):
+    def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None: ...

@@ -1,61 +1,50 @@
-"""One load step: hold a load level for a window and measure it from Locust and Prometheus."""
+"""One load step: hold a load level for a window and measure it from Locust and Prometheus.
+
+The meter reads through two small interfaces, `LoadGenerator` (Locust's master) and `MetricSource`
+(Prometheus), and an injected clock, so the engine can run against the real services or a simulation.
+"""
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from runner.locust import REPORT_LAG_S, LocustMaster, Snapshot
-from runner.metrics import MIN_CPU_SAMPLES, Metrics, Selectors
+from runner.clock import SYSTEM_CLOCK, Clock
+from runner.errors import WindowDiscarded
+from runner.locust import REPORT_LAG_S
+from runner.metrics import MIN_CPU_SAMPLES, Selector, Selectors, WindowStats
+from runner.model import LoadLevel, Step
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from runner.locust import LocustOptions, Snapshot
 
 MAX_WINDOW_FACTOR = 8  # a window grows to at most this many times its length to collect CPU samples
 
 
-@dataclass(frozen=True)
-class LoadLevel:
-    """What Locust is asked to do: `users` users, each paced at `user_rps` (0 = closed loop, no wait)."""
+class LoadGenerator(Protocol):
+    """What the engine asks of the load generator (Locust's master)."""
 
-    users: int
-    user_rps: float = 0.0
-
-    @property
-    def target_rps(self) -> float | None:
-        return self.users * self.user_rps if self.user_rps > 0 else None
+    def swarm(self, users: int, spawn_rate: float, host: str, options: LocustOptions) -> None: ...
+    def stop(self) -> None: ...
+    def snapshot(self) -> Snapshot: ...
+    def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None: ...
 
 
-@dataclass(frozen=True)
-class Step:
-    """What one measuring window saw. Utilization is Envoy's CPU over its CPU limit; `generator_cpu_max`
-    and `backend_cpu_max` are the busiest Locust worker's and nginx replica's share of the CPU they have;
-    `guards` lists the validity guards that fired (see runner.guards)."""
+class MetricSource(Protocol):
+    """What the engine reads from the metrics store (Prometheus), over [start, end] windows."""
 
-    index: int
-    users: int
-    target_rps: float | None
-    rps: float
-    envoy_rps: float
-    cpu_utilization_min: float
-    cpu_utilization_mean: float
-    cpu_utilization_max: float
-    envoy_cpu_cores: float
-    envoy_memory_bytes: float
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    fail_ratio: float
-    requests: int
-    failures: int
-    generator_cpu_max: float
-    backend_cpu_cores: float
-    started_at: float
-    window_s: float
-    backend_cpu_max: float = 0.0
-    guards: tuple[dict[str, str], ...] = ()
+    scrape_interval_s: float
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def check(self) -> None: ...
+    def cpu_samples(self, selector: Selector, start: float, end: float) -> int: ...
+    def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats: ...
+    def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]: ...
+    def throttled_share(self, selector: Selector, start: float, end: float) -> float | None: ...
+    def envoy_rps(self, selector: Selector, start: float, end: float) -> float: ...
+    def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float: ...
 
 
 def percentile(histogram: dict[int, int], fraction: float) -> float | None:
@@ -97,13 +86,13 @@ class StepMeter:
 
     def __init__(
         self,
-        locust: LocustMaster,
-        metrics: Metrics,
+        *,
+        locust: LoadGenerator,
+        metrics: MetricSource,
         selectors: Selectors,
         envoy_cpu_limit_cores: float,
-        *,
         capacities: Capacities = Capacities(),
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         alive: Callable[[], None] = lambda: None,
     ) -> None:
         self.locust = locust
@@ -111,12 +100,12 @@ class StepMeter:
         self.selectors = selectors
         self.limit = envoy_cpu_limit_cores
         self.capacities = capacities
-        self._sleep = sleep
+        self.clock = clock
         self._alive = alive
 
     def _sleep_until(self, moment: float) -> None:
-        while (remaining := moment - time.time()) > 0:
-            self._sleep(min(remaining, 1.0))
+        while (remaining := moment - self.clock.time()) > 0:
+            self.clock.sleep(min(remaining, 1.0))
             self._alive()
 
     def measure(self, index: int, level: LoadLevel, window_s: float) -> Step:
@@ -125,7 +114,7 @@ class StepMeter:
         The window grows (the load holding) until Envoy's CPU counter has MIN_CPU_SAMPLES samples in it,
         up to MAX_WINDOW_FACTOR times its length: a kubelet's cAdvisor refreshes it only every 10-15 s.
         """
-        start = math.ceil(time.time())
+        start = math.ceil(self.clock.time())
         end = start + max(1, round(window_s))
         lag = max(REPORT_LAG_S, self.metrics.scrape_interval_s + 0.5)
         self._sleep_until(start + lag)
@@ -137,50 +126,57 @@ class StepMeter:
             self._sleep_until(end + lag)
             samples = self.metrics.cpu_samples(self.selectors.envoy, start, end)
         after = self.locust.snapshot()
+        if after.started_at != before.started_at:
+            raise WindowDiscarded("Locust's master restarted during the window: its counters started again")
+        if not after.loading or not before.loading:
+            raise WindowDiscarded(f"the load was not running through the window (Locust's master is {after.state})")
         spacing = (end - start) / (samples - 1) if samples > 1 else float(end - start)
         return self._step(index, level, start, end, before, after, spacing)
+
+    def _generator_share(self, after: Snapshot, start: int, end: int) -> float:
+        """The busiest Locust worker's share of the CPU it has, from Locust's own report or its cgroup."""
+        by_worker = max((w.cpu_percent / 100.0 for w in after.workers), default=0.0)
+        by_pod = max(self.metrics.cpu_cores_by_pod(self.selectors.generator, start, end).values(), default=0.0)
+        return max(by_worker, by_pod) / self.capacities.generator_cores
+
+    def _backend_share(self, start: int, end: int) -> float:
+        """The busiest nginx replica's share of the CPU it has (0 when its capacity is unknown)."""
+        if not self.capacities.backend_cores:
+            return 0.0
+        by_pod = self.metrics.cpu_cores_by_pod(self.selectors.backend, start, end)
+        return max(by_pod.values(), default=0.0) / self.capacities.backend_cores
 
     def _step(
         self, index: int, level: LoadLevel, start: int, end: int, before: Snapshot, after: Snapshot, spacing: float
     ) -> Step:
         window = end - start
+        envoy = self.selectors.envoy
         requests = _count(after.requests_per_second, start, end)
         failures = _count(after.failures_per_second, start, end)
         latency = histogram_delta(before.response_times_ms, after.response_times_ms)
-        cpu = self.metrics.cpu_cores(self.selectors.envoy, start, end, spacing)
+        cpu = self.metrics.cpu_cores(envoy, start, end, spacing)
         backend = self.metrics.cpu_cores(self.selectors.backend, start, end)
-        generator_pods = self.metrics.cpu_cores_by_pod(self.selectors.generator, start, end)
-        generator = (
-            max(
-                max((w.cpu_percent / 100.0 for w in after.workers), default=0.0),
-                max(generator_pods.values(), default=0.0),
-            )
-            / self.capacities.generator_cores
-        )
-        backend_max = 0.0
-        if self.capacities.backend_cores:
-            by_pod = self.metrics.cpu_cores_by_pod(self.selectors.backend, start, end)
-            backend_max = max(by_pod.values(), default=0.0) / self.capacities.backend_cores
         return Step(
             index=index,
             users=level.users,
             target_rps=level.target_rps,
             rps=requests / window,
-            envoy_rps=_finite(self.metrics.envoy_rps(self.selectors.envoy, start, end)),
+            envoy_rps=_finite(self.metrics.envoy_rps(envoy, start, end)),
             cpu_utilization_min=_finite(cpu.min) / self.limit,
             cpu_utilization_mean=_finite(cpu.mean) / self.limit,
             cpu_utilization_max=_finite(cpu.max) / self.limit,
             envoy_cpu_cores=_finite(cpu.mean),
-            envoy_memory_bytes=_finite(self.metrics.memory_working_set_bytes(self.selectors.envoy, start, end)),
+            envoy_memory_bytes=_finite(self.metrics.memory_working_set_bytes(envoy, start, end)),
             p50_ms=percentile(latency, 0.50),
             p95_ms=percentile(latency, 0.95),
             p99_ms=percentile(latency, 0.99),
             fail_ratio=failures / requests if requests else 0.0,
             requests=requests,
             failures=failures,
-            generator_cpu_max=generator,
+            generator_cpu_max=self._generator_share(after, start, end),
             backend_cpu_cores=_finite(backend.mean),
             started_at=float(start),
             window_s=float(window),
-            backend_cpu_max=backend_max,
+            backend_cpu_max=self._backend_share(start, end),
+            throttled_share=self.metrics.throttled_share(envoy, start, end),
         )

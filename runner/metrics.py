@@ -1,7 +1,8 @@
 """Prometheus: the named PromQL the sweep uses, and a client that evaluates it over a window.
 
 The same queries serve both platforms: cAdvisor's container metrics (published locally under the same
-names by the exporter) and Envoy's own `envoy_http_downstream_rq_total`.
+names by the exporter) and Envoy's own `envoy_http_downstream_rq_total`. The client speaks Prometheus'
+HTTP API (`/api/v1/query`) directly, with a timeout and bounded retries on every call (runner.http).
 """
 
 from __future__ import annotations
@@ -9,25 +10,30 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import requests
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
 from runner.errors import UnreachableError
+from runner.http import RetryingClient, split_credentials, timeout
 
 # {sel} is a label matcher list (see Selector), {range} a PromQL duration.
 # CPU is read as the counter's raw samples (with their own timestamps) and turned into rates here:
 # cAdvisor stamps a kubelet's samples irregularly, every 1-15 s, and rate()'s extrapolation to the
 # window's edges misjudged a saturated 8 s window by a quarter on the one-machine cluster.
 CPU_SAMPLES = "container_cpu_usage_seconds_total{{{sel}}}[{range}]"
+CFS_PERIODS = "container_cpu_cfs_periods_total{{{sel}}}[{range}]"
+CFS_THROTTLED_PERIODS = "container_cpu_cfs_throttled_periods_total{{{sel}}}[{range}]"
 MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
-ENVOY_RPS = 'sum(rate(envoy_http_downstream_rq_total{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]))'
+ENVOY_REQUESTS = 'envoy_http_downstream_rq_total{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]'
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
 MIN_SUBWINDOW_S = 5.0
 # A window's CPU figures need this many samples of the container's counter. cAdvisor in a kubelet
 # refreshes them every 10-15 s by default, so on a cluster a window may have to grow to hold them.
 MIN_CPU_SAMPLES = 3
 QUERY_TIMEOUT_S = 10.0
+
+Samples = list[tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -67,24 +73,57 @@ def _duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
+RECENT_ANSWERS = 16  # a window's queries, reused within the window (see Metrics._query)
+
+
 class Metrics:
     """Evaluates the sweep's PromQL against one Prometheus over [start, end] windows."""
 
-    def __init__(self, url: str, session: requests.Session | None = None, scrape_interval_s: float = 1.0) -> None:
-        self.url = url.rstrip("/")
+    def __init__(
+        self, url: str, session: requests.Session | RetryingClient | None = None, scrape_interval_s: float = 1.0
+    ) -> None:
+        # credentials in the URL (http://user:password@host) go to the session, never into a message
+        bare, credentials = split_credentials(url.rstrip("/"))
+        self.url = bare
         self.scrape_interval_s = scrape_interval_s
-        self._prom = PrometheusConnect(url=self.url, disable_ssl=False)
-        if session is not None:
-            self._prom._session = session  # the API server's service proxy needs the cluster's credentials
+        # the API server's proxy needs the cluster's credentials: the caller's session carries them
+        self._client = session if isinstance(session, RetryingClient) else RetryingClient(session)
+        self._recent: dict[tuple[str, float], list[dict[str, Any]]] = {}
+        if credentials is not None:
+            self._client.session.auth = credentials
 
-    def _query(self, query: str, at: float) -> list[dict]:
+    def _query(self, query: str, at: float) -> list[dict[str, Any]]:
+        """The query's result at `at`; a window asks some queries twice (CPU samples, then CPU cores), and
+        the same query at the same past time has the same answer, so recent answers are reused."""
+        key = (query, round(at, 3))
+        if key in self._recent:
+            return self._recent[key]
+        result = self._fetch(query, at)
+        self._recent[key] = result
+        while len(self._recent) > RECENT_ANSWERS:
+            del self._recent[next(iter(self._recent))]
+        return result
+
+    def _fetch(self, query: str, at: float) -> list[dict[str, Any]]:
+        params = {"query": query, "time": f"{at:.3f}", "timeout": f"{QUERY_TIMEOUT_S:g}s"}
         try:
-            return list(self._prom.custom_query(query, params={"time": f"{at:.3f}", "timeout": "10s"}))
-        except (requests.RequestException, PrometheusApiClientException) as error:
+            response = self._client.get(f"{self.url}/api/v1/query", params=params, timeout=timeout(QUERY_TIMEOUT_S))
+        except requests.RequestException as error:
             raise UnreachableError(
-                f"Prometheus at {self.url} failed: {str(error).splitlines()[0][:160]}",
+                f"Prometheus at {self.url} failed: {type(error).__name__}: {str(error).splitlines()[0][:160]}",
                 "check the prometheus URL in the scenario (prometheus.url) and that it is running",
             ) from None
+        try:
+            body = response.json() if response.content else {}
+        except ValueError:  # a proxy's error page, not Prometheus's JSON: the status says what happened
+            body = {"error": response.text.strip()[:80] or None}
+        if response.status_code != 200 or body.get("status") != "success":
+            raise UnreachableError(
+                f"Prometheus at {self.url} answered HTTP {response.status_code}: "
+                f"{str(body.get('error') or response.reason)[:160]}",
+                "check the prometheus URL in the scenario (prometheus.url) and that it is healthy",
+            )
+        return list(body.get("data", {}).get("result", []))
 
     def _scalar(self, query: str, at: float) -> float:
         result = self._query(query, at)
@@ -92,61 +131,80 @@ class Metrics:
 
     def check(self) -> None:
         """Raise UnreachableError unless Prometheus answers a trivial query."""
-        self._query("vector(1)", at=_now())
+        self._query("vector(1)", at=time.time())
 
-    def has_series(self, metric_selector: str, at: float) -> bool:
-        return bool(self._query(f"count({metric_selector})", at))
-
-    def _counter_samples(self, query: str, end: float) -> dict[str, list[tuple[float, float]]]:
-        """Raw samples of a range-vector query, per pod."""
-        found: dict[str, list[tuple[float, float]]] = {}
+    def _counter_samples(self, template: str, selector: Selector, start: float, end: float) -> dict[str, Samples]:
+        """Raw samples of a counter inside [start, end], per pod."""
+        query = template.format(sel=selector.matchers(), range=_duration(end - start))
+        found: dict[str, Samples] = {}
         for series in self._query(query, end):
             pod = series["metric"].get("pod", "?")
             found.setdefault(pod, []).extend((float(t), float(v)) for t, v in series.get("values", []))
         return found
 
-    def _cpu_samples(self, selector: Selector, start: float, end: float) -> dict[str, list[tuple[float, float]]]:
-        return self._counter_samples(CPU_SAMPLES.format(sel=selector.matchers(), range=_duration(end - start)), end)
-
     def cpu_samples(self, selector: Selector, start: float, end: float) -> int:
         """Samples of the selected containers' CPU counter inside [start, end] (the best-covered pod)."""
-        return max((len(points) for points in self._cpu_samples(selector, start, end).values()), default=0)
+        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
+        return max((len(points) for points in samples.values()), default=0)
 
     def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
         """Cores used by the selected containers: mean from the window's first to its last sample, min and
         max over spans of at least two scrape intervals (or sample spacings), summed over pods."""
         sub = max(MIN_SUBWINDOW_S, 2 * max(self.scrape_interval_s, spacing_s))
-        windows = (counter_window(points, sub) for points in self._cpu_samples(selector, start, end).values())
-        stats = [s for s in windows if s is not None]
+        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
+        stats = [s for s in (counter_window(points, sub) for points in samples.values()) if s is not None]
         if not stats:
             return WindowStats(math.nan, math.nan, math.nan)
         return WindowStats(sum(s.mean for s in stats), sum(s.min for s in stats), sum(s.max for s in stats))
 
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]:
         """Mean cores per pod over the window."""
-        found = {
-            pod: counter_window(points, MIN_SUBWINDOW_S)
-            for pod, points in self._cpu_samples(selector, start, end).items()
-        }
+        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
+        found = {pod: counter_window(points, MIN_SUBWINDOW_S) for pod, points in samples.items()}
         return {pod: stats.mean for pod, stats in found.items() if stats is not None}
 
+    def throttled_share(self, selector: Selector, start: float, end: float) -> float | None:
+        """Share of the CFS periods in the window in which the containers were throttled; None when the
+        counters are not published (no CPU quota, or a runtime that does not export them)."""
+        periods = sum(_increase(p) for p in self._counter_samples(CFS_PERIODS, selector, start, end).values())
+        throttled = sum(
+            _increase(p) for p in self._counter_samples(CFS_THROTTLED_PERIODS, selector, start, end).values()
+        )
+        return throttled / periods if periods > 0 else None
+
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
-        """Requests per second Envoy's HTTP listener accepted over the window."""
-        query = ENVOY_RPS.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
-        return self._scalar(query, end)
+        """Requests per second Envoy's HTTP listener accepted over the window: from the counter's raw
+        samples, as CPU is (rate()'s extrapolation misjudges short windows and scrape gaps)."""
+        query = ENVOY_REQUESTS.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
+        rates = []
+        for series in self._query(query, end):
+            stats = counter_window([(float(t), float(v)) for t, v in series.get("values", [])], MIN_SUBWINDOW_S)
+            if stats is not None:
+                rates.append(stats.mean)
+        return sum(rates) if rates else math.nan
 
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float:
         return self._scalar(MEMORY_WORKING_SET.format(sel=selector.matchers(), range=_duration(end - start)), end)
 
 
-def counter_window(samples: list[tuple[float, float]], sub_s: float) -> WindowStats | None:
-    """A counter's rate over its samples: the mean from the first to the last, min and max over the
-    spans of at least `sub_s` seconds that start at each sample. Samples before a reset are dropped."""
+def _after_reset(samples: Samples) -> Samples:
+    """The samples after the counter's last reset (a restarted container starts again from zero)."""
     points = sorted(samples)
     for index in range(len(points) - 1, 0, -1):
-        if points[index][1] < points[index - 1][1]:  # the container restarted: keep what follows
-            points = points[index:]
-            break
+        if points[index][1] < points[index - 1][1]:
+            return points[index:]
+    return points
+
+
+def _increase(samples: Samples) -> float:
+    points = _after_reset(samples)
+    return points[-1][1] - points[0][1] if len(points) >= 2 else 0.0
+
+
+def counter_window(samples: Samples, sub_s: float) -> WindowStats | None:
+    """A counter's rate over its samples: the mean from the first to the last, min and max over the
+    spans of at least `sub_s` seconds that start at each sample. Samples before a reset are dropped."""
+    points = _after_reset(samples)
     if len(points) < 2 or points[-1][0] <= points[0][0]:
         return None
     mean = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
@@ -159,7 +217,3 @@ def counter_window(samples: list[tuple[float, float]], sub_s: float) -> WindowSt
         time_j, value_j = points[later]
         rates.append((value_j - value_i) / (time_j - time_i))
     return WindowStats(mean, min([mean, *rates]), max([mean, *rates]))
-
-
-def _now() -> float:
-    return time.time()

@@ -1,9 +1,14 @@
-"""Folders outside the repository: the cache for built tools and the state of running testbeds."""
+"""Where things are: the project's own folders, the cache for built tools, the state of running test beds."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SCENARIO_DIR = PROJECT_ROOT / "scenarios"
+LOCUSTFILE_DIR = PROJECT_ROOT / "locustfiles"
+RESULTS_ROOT = PROJECT_ROOT / "results"
 
 
 def cache_dir() -> Path:

@@ -18,6 +18,7 @@ class Configuration:
     envoy_concurrency: int
     backend_replicas: int
     contour: Resources | None = None
+    arrivals: str = "poisson"
 
     @property
     def key(self) -> str:
@@ -29,7 +30,7 @@ class Configuration:
             contour = f"{cpu}/{memory}"
         return (
             f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
-            f",contour={contour},nginx={self.backend_replicas}"
+            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}"
         )
 
     @property
@@ -38,7 +39,7 @@ class Configuration:
         text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
-        return text + f", nginx x{self.backend_replicas}"
+        return text + f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Plan:
 
 
 def plan_sweep(scenario: Scenario) -> Plan:
-    """Every combination of Envoy CPU and memory, Contour resources and backend replicas."""
+    """Every combination of Envoy CPU and memory, Contour resources, backend replicas and arrival model."""
     contours: tuple[Resources | None, ...] = scenario.contour.resources or (None,)
     configurations = tuple(
         Configuration(
@@ -61,9 +62,14 @@ def plan_sweep(scenario: Scenario) -> Plan:
             envoy_concurrency=scenario.envoy.concurrency_for(cpu),
             backend_replicas=replicas,
             contour=contour,
+            arrivals=arrivals,
         )
-        for contour, replicas, memory, cpu in itertools.product(
-            contours, scenario.backend.replicas, scenario.envoy.memory_bytes, scenario.envoy.cpu_cores
+        for contour, replicas, memory, cpu, arrivals in itertools.product(
+            contours,
+            scenario.backend.replicas,
+            scenario.envoy.memory_bytes,
+            scenario.envoy.cpu_cores,
+            scenario.load.arrivals,
         )
     )
     return Plan(configurations)

@@ -1,9 +1,19 @@
-"""How the load is stepped within a configuration: a fixed ramp, or an adaptive knee search.
+"""How the load is stepped within a configuration: a fixed ramp, or an adaptive search for the knee, its
+confidence interval and the capacity.
 
 The adaptive search follows Nighthawk's adaptive load controller (grow, then narrow down on a
-threshold) but uses what is known of Envoy: below its limit, utilization grows linearly with RPS. So it
-predicts the threshold's RPS from the steps so far (secant), grows at most `MAX_GROWTH`x per step, and
-stops once the threshold is bracketed with a step within `tolerance` of it.
+threshold), in three phases:
+
+1. locate: grow the load, at most MAX_GROWTH x per window, aiming each level at the threshold by a power
+   law through the windows so far, until a window reaches the threshold and one below it does not;
+2. refine: measure around the current knee, a little below and a little above it (repeating a level is
+   fine), until the knee's 95% confidence interval is within the target (+-3% by default) or the windows
+   set aside for it are spent;
+3. capacity: step above the knee until a level breaks (not delivered in full, p99 over the latency SLO),
+   then split the gap between the highest served and the lowest broken rate until it is within the
+   capacity resolution.
+
+`ending(steps)` says how it ended: the interval reached, or the budget spent with the interval it got.
 """
 
 from __future__ import annotations
@@ -13,26 +23,41 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from runner.knee import bracket
-from runner.measure import LoadLevel, Step
+from runner.knee import (
+    SATURATED,
+    KneeResult,
+    find_capacity,
+    find_knee,
+    fit_windows,
+    power_fit,
+    window_points,
+)
+from runner.model import Capacity, LoadLevel, Step
 from runner.scenario import LoadSpec
 
 MAX_GROWTH = 4.0
-FALLBACK_GROWTH = 2.0
 SHRINK = 0.25
-TOLERANCE = 0.02
-# Near saturation utilization can climb faster than the load (a 1.4% step moved it from 84% to 94% at
-# 150m): a bracket this narrow in offered load pins the knee's RPS even when no step lands in the band.
-LOAD_TOLERANCE = 0.02
-AIM_ABOVE = 0.5  # aim at threshold + AIM_ABOVE * tolerance, so a miss still brackets quickly
-MIN_SIGNAL = 0.05  # below this utilization a step says little about the slope
-MIN_PROGRESS = 0.05  # a prediction less than 5% above the highest load so far is noise: grow instead
-EDGE = 0.02  # a secant guess this close to a bracket end (share of its width) is replaced by bisection
+AIM_ABOVE = 0.02  # aim a locating window just above the threshold, so a miss still brackets quickly
+EXPONENT_PRIOR = 0.85  # utilization ~ RPS^0.85 (Envoy's cost per request falls with load) until a fit says
+MIN_SIGNAL = 0.05  # below this utilization a window says little about the slope
+MIN_STEP = 0.03  # a locating window offers at least this much more than the highest so far
+EXPONENT_BOUNDS = (0.3, 1.2)  # a locating power law outside these is noise from too few windows
+REFINE_BELOW = 0.05  # refining windows sit this far below the knee ...
+REFINE_ABOVE = 0.02  # ... and this far above it (utilization saturates soon above the knee)
+CAPACITY_STEP = 0.08  # without a fit, a capacity probe offers this much more than the highest rate served
+CAPACITY_RESERVE = 2  # windows kept back from refining for the capacity
+MAX_CAPACITY_JUMP = 1.5  # a capacity probe offers at most this much more than the highest rate served
+HINT_SHARE = 0.6  # start a configuration at this share of the knee another one suggests
+MIN_START_RPS = 50.0
 
 
 class LoadSearch(Protocol):
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
         """The next load level to measure, or None when done."""
+        ...
+
+    def ending(self, steps: Sequence[Step]) -> str:
+        """How the search ended, for the results."""
         ...
 
 
@@ -49,9 +74,6 @@ class LevelMaker:
             return LoadLevel(users=max(1, round(offered)))
         users = max(self.min_users, math.ceil(offered / self.max_rps_per_user))
         return LoadLevel(users=users, user_rps=offered / users)
-
-    def offered(self, step: Step) -> float:
-        return float(step.users) if self.mode == "users" else float(step.target_rps or 0.0)
 
 
 class RampSearch:
@@ -73,114 +95,180 @@ class RampSearch:
             return None
         return self.maker.level(self.schedule[len(steps)])
 
+    def ending(self, steps: Sequence[Step]) -> str:
+        if len(steps) >= len(self.schedule):
+            return f"the schedule's {len(self.schedule)} levels measured"
+        return f"the threshold reached at level {len(steps)} of {len(self.schedule)}"
+
+
+@dataclass(frozen=True)
+class Targets:
+    """When the adaptive search is done: the knee's interval half-width (0.03 = +-3%), the capacity's
+    resolution, the latency SLO that breaks capacity, and the most windows a configuration may take."""
+
+    interval: float = 0.03
+    capacity_resolution: float = 0.05
+    latency_slo_ms: float = 250.0
+    max_steps: int = 12
+
 
 class AdaptiveSearch:
-    """Predict-and-bracket search for the load at which utilization reaches the threshold."""
+    """Locate the knee, refine its interval, then bracket the capacity (see the module's docstring)."""
 
-    def __init__(
-        self, start: float, maker: LevelMaker, threshold: float, tolerance: float = TOLERANCE, max_steps: int = 12
-    ) -> None:
+    def __init__(self, start: float, maker: LevelMaker, threshold: float, targets: Targets = Targets()) -> None:
         self.start = start
         self.maker = maker
         self.threshold = threshold
-        self.tolerance = tolerance
-        self.max_steps = max_steps
+        self.targets = targets
 
-    def done(self, steps: Sequence[Step]) -> bool:
-        pair = bracket(steps, self.threshold)
-        if pair is None:
-            return False
-        below, above = pair
-        closest = min(self.threshold - below.cpu_utilization_mean, above.cpu_utilization_mean - self.threshold)
-        if closest <= self.tolerance:
-            return True
-        low, high = self.maker.offered(below), self.maker.offered(above)
-        if self.maker.mode == "rps" and high - low <= LOAD_TOLERANCE * low:
-            return True
-        return self.maker.mode == "users" and above.users - below.users <= 1  # cannot split a user
-
+    # -- the phases -------------------------------------------------------------------------------
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
-        if len(steps) >= self.max_steps or self.done(steps):
+        if len(steps) >= self.targets.max_steps:
             return None
         if not steps:
             return self.maker.level(self.start)
         offered = self._next_offered(steps)
         if offered is None:
             return None
-        return self.maker.level(offered)
+        return self.maker.level(min(offered, MAX_GROWTH * max(s.offered for s in steps)))
 
     def _next_offered(self, steps: Sequence[Step]) -> float | None:
-        offered = [self.maker.offered(s) for s in steps]
-        pair = bracket(steps, self.threshold)
-        if pair is not None:
-            below, above = pair
-            low, high = self.maker.offered(below), self.maker.offered(above)
-            guess = _secant(below, above, self.threshold)
-            margin = EDGE * (high - low)
-            if guess is None or not low + margin < guess < high - margin or _measured(guess, offered):
-                guess = (low + high) / 2  # safeguarded secant: bisect when the line says too little
-            if self.maker.mode == "users":
-                guess = float(min(max(round(guess), low + 1), high - 1))
-            return None if _measured(guess, offered) else guess
+        result = find_knee(steps, self.threshold)
+        if result.knee is None:
+            return self._locate(steps)
+        if self.maker.mode == "users":
+            return self._bisect_users(result.bracket) if result.bracket is not None else None
+        capacity = find_capacity(steps, self.targets.latency_slo_ms, above=result.knee.rps)
+        if not self.knee_settled(result) and len(steps) < self.targets.max_steps - CAPACITY_RESERVE:
+            return self._refine(steps, result, capacity)
+        return self._probe_capacity(steps, result, capacity)
+
+    def _locate(self, steps: Sequence[Step]) -> float | None:
+        """No bracket yet: shrink when everything is past the threshold, else aim at it."""
+        offered = [s.offered for s in steps]
         if all(s.cpu_utilization_mean >= self.threshold for s in steps):
-            lowest = min(offered)
-            return lowest * SHRINK if lowest * SHRINK >= (1 if self.maker.mode == "users" else 1.0) else None
+            lowest = min(offered) * SHRINK
+            return lowest if lowest >= (1 if self.maker.mode == "users" else 1.0) else None
         highest = max(offered)
-        guess = _predict(steps, self.threshold + AIM_ABOVE * self.tolerance)
+        guess = self._predict(steps)
         if guess is None:
             guess = highest * MAX_GROWTH  # too little load to say anything yet
-        elif guess <= highest * (1 + MIN_PROGRESS):
-            guess = highest * FALLBACK_GROWTH
-        guess = min(guess, highest * MAX_GROWTH)
+        guess = min(max(guess, highest * (1 + MIN_STEP)), highest * MAX_GROWTH)
         if self.maker.mode == "users":
             guess = float(max(round(guess), int(highest) + 1))
         return guess
 
-
-def _measured(level: float, offered: Sequence[float]) -> bool:
-    return any(math.isclose(level, o, rel_tol=0.01) for o in offered)
-
-
-def _secant(below: Step, above: Step, threshold: float) -> float | None:
-    """Offered load where the line through the bracket's (achieved RPS, utilization) meets the threshold."""
-    span = above.cpu_utilization_mean - below.cpu_utilization_mean
-    if span <= 0:
-        return None
-    rps = below.rps + (threshold - below.cpu_utilization_mean) * (above.rps - below.rps) / span
-    if below.target_rps is None:  # users mode: scale users by the same proportion
-        return below.users * rps / below.rps if below.rps > 0 else None
-    return rps
-
-
-def _predict(steps: Sequence[Step], aim: float) -> float | None:
-    """Offered load for utilization `aim`: a line through the two most loaded informative steps, or
-    through the origin and the most loaded one when only one says anything."""
-    useful = sorted(
-        (s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0),
-        key=lambda s: s.cpu_utilization_mean,
-    )
-    if not useful:
-        return None
-    best = useful[-1]
-    slope = best.cpu_utilization_mean / best.rps
-    intercept = 0.0
-    if len(useful) >= 2 and best.rps > useful[-2].rps:
-        other = useful[-2]
-        slope = (best.cpu_utilization_mean - other.cpu_utilization_mean) / (best.rps - other.rps)
-        intercept = best.cpu_utilization_mean - slope * best.rps
-        if slope <= 0:
+    def _predict(self, steps: Sequence[Step]) -> float | None:
+        """Offered load for a utilization just above the threshold: a power law through the informative
+        windows (proportional through the origin when only one says anything)."""
+        useful = [s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0 and not s.guards]
+        if not useful:
             return None
-    rps = (aim - intercept) / slope
-    if best.target_rps is None:  # users mode: scale users by the same proportion
-        return best.users * rps / best.rps
-    return rps
+        aim = self.threshold + AIM_ABOVE
+        best = max(useful, key=lambda s: s.cpu_utilization_mean)
+        exponent = EXPONENT_PRIOR
+        fit = power_fit(window_points(useful))
+        if fit is not None:
+            exponent = min(max(fit.exponent, EXPONENT_BOUNDS[0]), EXPONENT_BOUNDS[1])
+        rps = best.rps * (aim / best.cpu_utilization_mean) ** (1 / exponent)
+        return best.users * rps / best.rps if best.target_rps is None else rps
+
+    def _bisect_users(self, pair: tuple[Step, Step]) -> float | None:
+        """Closed loop: halve the bracket in whole users until it cannot be split."""
+        below, above = pair
+        if above.users - below.users <= 1:
+            return None
+        return float((below.users + above.users) // 2)
+
+    def knee_settled(self, result: KneeResult) -> bool:
+        width = result.knee.half_width if result.knee is not None else None
+        return width is not None and width <= self.targets.interval
+
+    def _refine(self, steps: Sequence[Step], result: KneeResult, capacity: Capacity | None) -> float:
+        """A window near the knee on the side with fewer fitted windows (below when even)."""
+        assert result.knee is not None
+        knee = result.knee.rps
+        fitted = fit_windows(steps, self.threshold)
+        below = sum(1 for s in fitted if s.cpu_utilization_mean < self.threshold)
+        above = len(fitted) - below
+        upper = knee * (1 + REFINE_ABOVE)
+        broken = capacity.broken_at if capacity is not None else None
+        saturated_at = min((s.offered for s in steps if s.cpu_utilization_mean >= SATURATED), default=math.inf)
+        if above < below and upper < min(broken or math.inf, saturated_at):
+            return upper
+        return knee * (1 - REFINE_BELOW)
+
+    def _probe_capacity(self, steps: Sequence[Step], result: KneeResult, capacity: Capacity | None) -> float | None:
+        """Where the fit says Envoy reaches its limit, then either side of it until the highest served and
+        the lowest broken rate are within the capacity resolution."""
+        if self.maker.mode == "users" or result.knee is None or capacity is None:
+            return None  # closed loop, or nothing served within the SLO: no rate to start from
+        step = self.targets.capacity_resolution * 0.8
+        if capacity.broken_at is None:
+            above = max(capacity.rps, result.knee.rps)
+            predicted = result.fit.rps_at(1.0) * (1 - step / 2) if result.fit is not None else 0.0
+            predicted = min(predicted, above * MAX_CAPACITY_JUMP)
+            return (
+                predicted
+                if predicted > above * (1 + step / 2)
+                else above * (1 + (step if result.fit else CAPACITY_STEP))
+            )
+        if capacity.broken_at / capacity.rps - 1 <= self.targets.capacity_resolution:
+            return None
+        if capacity.rps <= result.knee.rps:  # broken just past the knee: step down from the break
+            return max(capacity.rps * (1 + step / 2), capacity.broken_at * (1 - step))
+        return math.sqrt(capacity.rps * capacity.broken_at)
+
+    # -- how it ended -----------------------------------------------------------------------------
+    def ending(self, steps: Sequence[Step]) -> str:
+        result = find_knee(steps, self.threshold)
+        parts = []
+        if result.knee is None:
+            parts.append("no knee")
+        elif result.knee.method == "interpolated":
+            parts.append("knee interpolated between the 2 windows either side (no interval)")
+        elif result.knee.half_width is None:
+            parts.append(f"knee fitted to {result.knee.windows} windows that scatter too much for an interval")
+        else:
+            width, target = result.knee.half_width, self.targets.interval
+            verdict = "within" if width <= target else "wider than"
+            parts.append(f"knee interval +-{width:.1%}, {verdict} the +-{target:.0%} target")
+        if self.maker.mode == "rps":
+            capacity = find_capacity(steps, self.targets.latency_slo_ms, above=result.knee.rps if result.knee else None)
+            if capacity is None:
+                parts.append("no rate served within the SLO")
+            elif capacity.broken_at is None:
+                parts.append(f"capacity not reached (served up to {capacity.rps:,.0f} RPS)")
+            else:
+                parts.append(f"capacity within {capacity.broken_at / capacity.rps - 1:.0%}")
+        budget = " (window budget spent)" if len(steps) >= self.targets.max_steps else ""
+        return f"{'; '.join(parts)} after {len(steps)} windows{budget}"
 
 
-def make_search(load: LoadSpec, threshold: float) -> LoadSearch:
-    """The scenario's search strategy."""
+def start_rps(load: LoadSpec, envoy_cpu_cores: float, knee_per_core: float | None = None) -> float:
+    """Where the adaptive search starts: the scenario's start_rps; else HINT_SHARE of the knee expected
+    from a configuration already measured (`knee_per_core`); else start_rps_per_core x the CPU limit."""
+    if load.start_rps is not None:
+        return load.start_rps
+    if knee_per_core is not None:
+        return max(MIN_START_RPS, HINT_SHARE * knee_per_core * envoy_cpu_cores)
+    return max(MIN_START_RPS, load.start_rps_per_core * envoy_cpu_cores)
+
+
+def make_search(
+    load: LoadSpec, threshold: float, envoy_cpu_cores: float = 1.0, knee_per_core: float | None = None
+) -> AdaptiveSearch | RampSearch:
+    """The scenario's search strategy for a configuration at `envoy_cpu_cores` (and, when one is known,
+    the knee per core of a configuration already measured, to start near it)."""
     maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
     if load.search in ("ramp", "fixed"):
         schedule = load.users if load.mode == "users" else (load.rps or ())
         return RampSearch([float(v) for v in schedule], maker, threshold, to_the_end=load.search == "fixed")
-    start = float(load.start_users) if load.mode == "users" else load.start_rps
-    return AdaptiveSearch(start, maker, threshold, max_steps=load.max_steps)
+    start = float(load.start_users) if load.mode == "users" else start_rps(load, envoy_cpu_cores, knee_per_core)
+    targets = Targets(
+        interval=load.knee_interval,
+        capacity_resolution=load.capacity_resolution,
+        latency_slo_ms=load.latency_slo_ms,
+        max_steps=load.max_steps,
+    )
+    return AdaptiveSearch(start, maker, threshold, targets)

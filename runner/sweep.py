@@ -2,54 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import math
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass, field
 
 from runner import environment
-from runner.calibrate import Calibration, calibration_level, from_steps, largest
-from runner.errors import SizerError, UnreachableError
-from runner.guards import GuardContext, check_step, first_finding
-from runner.knee import KneeResult, find_knee
-from runner.locust import LocustOptions
-from runner.measure import LoadLevel, Step, StepMeter
+from runner.clock import SYSTEM_CLOCK, Clock
+from runner.driver import LoadDriver
+from runner.errors import SizerError, WindowDiscarded
+from runner.guards import GuardContext, check_step, judge
+from runner.knee import find_capacity, find_knee
+from runner.live import LiveState
+from runner.locust import Heartbeat
+from runner.model import BaselineResult, ConfigResult, LoadLevel, RunStatus, Step
+from runner.observer import Broadcast, SweepObserver
 from runner.plan import Configuration, Plan
-from runner.platforms.base import Endpoints, Platform
-from runner.results import BaselineResult, ConfigResult, RunStore
+from runner.platforms.base import Platform
+from runner.results import RunStore, finish_result
 from runner.scenario import Scenario
 from runner.search import make_search
 
-SPAWN_MARGIN_S = 1.0
 
-
-class SweepObserver(Protocol):
-    """What the engine reports as it goes (the console implements it; tests may record it)."""
-
-    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None: ...
-    def config_started(self, position: int, total: int, config: Configuration) -> None: ...
-    def config_skipped(self, config: Configuration, result: ConfigResult) -> None: ...
-    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
-    def step_measured(self, config: Configuration, step: Step) -> None: ...
-    def config_finished(self, result: ConfigResult) -> None: ...
-    def baseline_measured(self, baseline: BaselineResult) -> None: ...
-
-
-class SilentObserver:
-    """Reports nothing."""
-
-    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None: ...
-    def config_started(self, position: int, total: int, config: Configuration) -> None: ...
-    def config_skipped(self, config: Configuration, result: ConfigResult) -> None: ...
-    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None: ...
-    def step_measured(self, config: Configuration, step: Step) -> None: ...
-    def config_finished(self, result: ConfigResult) -> None: ...
-    def baseline_measured(self, baseline: BaselineResult) -> None: ...
-
-
-@dataclass
+@dataclass(kw_only=True)
 class Sweep:
     """Runs `plan` on `platform`, saving into `store` as it measures."""
 
@@ -57,29 +29,30 @@ class Sweep:
     plan: Plan
     platform: Platform
     store: RunStore
-    observer: SweepObserver = field(default_factory=SilentObserver)
-    overrides: dict[str, object] = field(default_factory=dict)
-    sleep: Callable[[float], None] = time.sleep
+    observer: SweepObserver = field(default_factory=SweepObserver)
+    overrides: dict[str, str] = field(default_factory=dict)
+    clock: Clock = SYSTEM_CLOCK
 
-    def run(self) -> None:
-        """The whole sweep. Raises on Ctrl-C or a fatal error after saving what was measured."""
+    def __post_init__(self) -> None:
+        self.live = LiveState(self.scenario.threshold, self.scenario.load.latency_slo_ms)
+        self.observer = Broadcast(self.observer, self.live)
+        self.driver = LoadDriver(
+            platform=self.platform, load=self.scenario.load, observer=self.observer, clock=self.clock
+        )
+
+    def run(self) -> RunStatus:
+        """The whole sweep; returns the run's final status. Raises on Ctrl-C (or SIGTERM, SIGHUP) after
+        saving what was measured, and on an error outside any configuration."""
         try:
-            with self.platform:
+            with self.platform, Heartbeat(self.platform.locust, self.live.snapshot):
                 self.platform.metrics.check()
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
-                total = len(self.plan)
-                for position, config in enumerate(self.plan.configurations, start=1):
-                    done = self.store.summary.config(config.key)
-                    if done is not None and done.finished:
-                        self.observer.config_skipped(config, done)
-                        continue
-                    self.observer.config_started(position, total, config)
-                    self.observer.config_finished(self.run_config(config))
+                self._run_configs()
                 if self.scenario.baseline.enabled and self.store.summary.baseline is None:
                     self.run_baseline()
-        except KeyboardInterrupt:
-            self.store.finish("interrupted", "stopped by Ctrl-C or SIGTERM")
+        except KeyboardInterrupt as stop:
+            self.store.finish("interrupted", f"stopped by {stop or 'SIGINT (Ctrl-C)'}")
             raise
         except SizerError as error:
             self.store.finish("failed", error.one_line())
@@ -87,30 +60,101 @@ class Sweep:
         except Exception as error:
             self.store.finish("failed", f"internal error: {type(error).__name__}: {error}")
             raise
-        self.store.finish("complete")
+        status, reason = self._final_status()
+        self.store.finish(status, reason)
+        return status
+
+    def _run_configs(self) -> None:
+        total = len(self.plan)
+        for position, config in enumerate(self.plan.configurations, start=1):
+            done = self.store.summary.config(config.key)
+            if done is not None and done.finished:
+                self.observer.config_skipped(config, done)
+                continue
+            self.observer.config_started(position, total, config)
+            result = self.run_config(config)
+            self.observer.config_finished(result)
+            if result.status == "failed" and self.scenario.on_failure == "stop":
+                return
+
+    def _final_status(self) -> tuple[RunStatus, str | None]:
+        """`complete` only when every planned configuration finished; else `partial` or `failed`."""
+        results = [self.store.summary.config(c.key) for c in self.plan.configurations]
+        unfinished = [r.label if r else c.label for c, r in zip(self.plan.configurations, results, strict=True)
+                      if r is None or not r.finished]  # fmt: skip
+        if not unfinished:
+            return "complete", None
+        finished = len(results) - len(unfinished)
+        reason = f"{len(unfinished)} of {len(results)} configuration(s) did not finish: {'; '.join(unfinished)}"
+        return ("partial" if finished else "failed"), reason
 
     def run_config(self, config: Configuration) -> ConfigResult:
-        """Apply one configuration and search for its knee; a platform error fails only this one."""
+        """Apply one configuration and search for its knee; an error fails only this configuration."""
         result = self.store.begin(config)
         steps: list[Step] = []
+        ending: str | None = None
         try:
+            restarted = self.platform.recover()
+            if restarted:
+                self.observer.components_restarted(restarted)
             self.platform.apply(config)
-            steps = self._step_load(config, result)
-        except UnreachableError as error:  # Prometheus or Locust gone: nothing further can be measured
-            result.fail(error.one_line())
-            self.store.save()
-            raise
+            result.machine_speed = self.platform.machine_speed()
+            steps, ending = self._step_load(config, result)
         except SizerError as error:
             result.fail(error.one_line())
             self.store.save()
             return result
         finally:
-            self._stop_load()
+            self.driver.stop()
         outcome = find_knee(steps, self.scenario.threshold)
-        status, reason = judge(steps, outcome)
-        result.finish(outcome, status, reason)
+        status, reason = judge(steps, outcome.judged_up_to, outcome.reason)
+        knee = outcome.knee
+        capacity = find_capacity(steps, self.scenario.load.latency_slo_ms, above=knee.rps if knee else None)
+        finish_result(result, outcome, status, reason, capacity, search=ending)
         self.store.save()
         return result
+
+    def _step_load(self, config: Configuration, result: ConfigResult) -> tuple[list[Step], str]:
+        """Step the load as the search asks, measuring and saving each window; returns the steps and how
+        the search ended."""
+        load = self.scenario.load
+        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores, self._knee_per_core(config))
+        meter = self.driver.meter(config.envoy_cpu_cores)
+        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers)
+        deadline = self.clock.monotonic() + load.max_config_s
+        steps: list[Step] = []
+        level = search.next_level(steps)
+        if level is not None and load.warmup_s > 0:
+            self.driver.set(level, "warm-up", load.warmup_s, arrivals=config.arrivals)
+        while level is not None:
+            if self.clock.monotonic() >= deadline:
+                return steps, f"time budget of {load.max_config_s:g} s per configuration spent"
+            self.driver.set(level, "settle", load.settle_s, arrivals=config.arrivals)
+            self.observer.load_changed(level, "measure", load.step_s)
+            try:
+                step = meter.measure(len(steps), level, load.step_s)
+            except WindowDiscarded as discarded:  # once: set the load again and measure anew
+                self.driver.users = 0
+                self.driver.set(level, f"{discarded}; again", load.settle_s, arrivals=config.arrivals)
+                step = meter.measure(len(steps), level, load.step_s)
+            findings = check_step(step, steps, guard_context)
+            step = step.model_copy(update={"guards": tuple(findings)})
+            steps.append(step)
+            self.store.add_step(result, step)
+            self.observer.step_measured(config, step)
+            if findings and step.cpu_utilization_mean < self.scenario.threshold and load.search != "fixed":
+                return steps, f"stopped: {findings[0].guard} below the threshold (more load cannot help)"
+            level = search.next_level(steps)
+        return steps, search.ending(steps)
+
+    def _knee_per_core(self, config: Configuration) -> float | None:
+        """RPS per core at the knee of the configurations already measured with the same arrivals."""
+        rates = [
+            c.valid_knee.rps / c.envoy.cpu_cores
+            for c in self.store.summary.configs
+            if c.valid_knee is not None and c.arrivals == config.arrivals
+        ]
+        return min(rates) if rates else None
 
     def run_baseline(self) -> BaselineResult:
         """The scenario's baseline, saved with the run."""
@@ -121,14 +165,6 @@ class Sweep:
         self.observer.baseline_measured(baseline)
         return baseline
 
-    def calibrate(self) -> Calibration:
-        """Start the platform and measure the generator alone and through Envoy at the largest limit."""
-        with self.platform:
-            self.platform.metrics.check()
-            top = largest(self.plan).envoy_cpu_cores
-            measured = self.direct_and_through(calibration_level(self.scenario).users, top)
-        return from_steps(self.scenario, Step(**measured.direct), Step(**measured.gateway), top)
-
     def direct_and_through(self, users: int, envoy_cpu: float) -> BaselineResult:
         """The backend directly, then through the gateway (Envoy at `envoy_cpu`), same closed-loop users."""
         envoy = self.scenario.envoy
@@ -137,84 +173,22 @@ class Sweep:
             envoy_memory_bytes=max(envoy.memory_bytes),
             envoy_concurrency=envoy.concurrency_for(envoy_cpu),
             backend_replicas=max(self.scenario.backend.replicas),
+            arrivals=self.scenario.load.arrivals[0],
         )
         self.platform.apply(config)
-        meter = self._meter(config)
+        meter = self.driver.meter(envoy_cpu)
         level = LoadLevel(users=users)
-        measured: dict[str, dict[str, object]] = {}
+        measured: dict[str, Step] = {}
         endpoints = self.platform.endpoints
         hold = max(self.scenario.load.warmup_s, self.scenario.load.settle_s)
         try:
             for name, host in (("direct", endpoints.backend), ("gateway", endpoints.gateway)):
-                self._set_load(level, 0, f"{name}: warm-up", hold, host=host)
+                self.driver.set(level, f"{name}: warm-up", hold, arrivals=config.arrivals, host=host)
                 self.observer.load_changed(level, f"{name}: measure", self.scenario.load.step_s)
-                measured[name] = meter.measure(0, level, self.scenario.load.step_s).as_dict()
-                self._stop_load()
+                measured[name] = meter.measure(0, level, self.scenario.load.step_s)
+                self.driver.stop()
         finally:
-            self._stop_load()
-        return BaselineResult(users=users, envoy_cpu=envoy_cpu, direct=measured["direct"], gateway=measured["gateway"])
-
-    def _meter(self, config: Configuration) -> StepMeter:
-        return StepMeter(
-            self.platform.locust,
-            self.platform.metrics,
-            self.platform.selectors,
-            config.envoy_cpu_cores,
-            capacities=self.platform.capacities(),
-            sleep=self.sleep,
-            alive=self.platform.check,
+            self.driver.stop()
+        return BaselineResult(
+            users=users, envoy_cpu_cores=envoy_cpu, direct=measured["direct"], gateway=measured["gateway"]
         )
-
-    def _step_load(self, config: Configuration, result: ConfigResult) -> list[Step]:
-        load = self.scenario.load
-        search = make_search(load, self.scenario.threshold)
-        meter = self._meter(config)
-        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers)
-        deadline = time.monotonic() + load.max_config_s
-        steps: list[Step] = []
-        level = search.next_level(steps)
-        current = 0
-        if level is not None and load.warmup_s > 0:
-            current = self._set_load(level, current, "warm-up", load.warmup_s)
-        while level is not None and time.monotonic() < deadline:
-            current = self._set_load(level, current, "settle", load.settle_s)
-            self.observer.load_changed(level, "measure", load.step_s)
-            step = meter.measure(len(steps), level, load.step_s)
-            findings = check_step(step, steps, guard_context)
-            step = replace(step, guards=tuple(asdict(f) for f in findings))
-            steps.append(step)
-            self.store.add_step(result, step)
-            self.observer.step_measured(config, step)
-            if findings and step.cpu_utilization_mean < self.scenario.threshold and load.search != "fixed":
-                break  # more load cannot reach Envoy's limit while something else limits the run
-            level = search.next_level(steps)
-        return steps
-
-    def _set_load(
-        self, level: LoadLevel, current_users: int, phase: str, hold_s: float, host: str | None = None
-    ) -> int:
-        """Ask Locust for `level` (at the gateway unless `host`), then wait for the spawn and the settle."""
-        load = self.scenario.load
-        options = LocustOptions.from_load(load, level.user_rps)
-        self.platform.locust.swarm(level.users, load.spawn_rate, host or self.platform.endpoints.gateway, options)
-        spawn_s = math.ceil(abs(level.users - current_users) / load.spawn_rate) + SPAWN_MARGIN_S
-        wait_s = max(hold_s, spawn_s)
-        self.observer.load_changed(level, phase, wait_s)
-        self.sleep(wait_s)
-        self.platform.check()
-        return level.users
-
-    def _stop_load(self) -> None:
-        with contextlib.suppress(SizerError):
-            self.platform.locust.stop()
-
-
-def judge(steps: list[Step], outcome: KneeResult) -> tuple[str, str | None]:
-    """A knee counts only if no guard fired up to it; without a knee, a guard that fired says why."""
-    if outcome.knee is not None:
-        above = next(s for s in steps if s.index == outcome.knee.above)
-        limit = above.target_rps if above.target_rps is not None else float(above.users)
-        finding = first_finding(steps, up_to_offered=limit)
-        return ("invalid", finding.message) if finding else ("saturated", None)
-    finding = first_finding(steps)
-    return ("invalid", finding.message) if finding else ("not-saturated", outcome.reason)

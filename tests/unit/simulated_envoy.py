@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import random
 
-from runner.measure import LoadLevel, Step
+from runner.model import LoadLevel, Step
 
 
-def make_step(index: int, *, users: int, rps: float, utilization: float, target_rps: float | None = None) -> Step:
-    return Step(
+def make_step(
+    index: int, *, users: int, rps: float, utilization: float, target_rps: float | None = None, **fields: object
+) -> Step:
+    """A step with these figures and plausible others; `fields` replace any of them."""
+    step = Step(
         index=index,
         users=users,
         target_rps=target_rps,
@@ -32,7 +35,9 @@ def make_step(index: int, *, users: int, rps: float, utilization: float, target_
         backend_cpu_cores=0.05,
         started_at=0.0,
         window_s=10.0,
+        throttled_share=0.5 if utilization >= 0.97 else 0.0,  # a binding quota throttles at its limit
     )
+    return step.model_copy(update=fields)
 
 
 class SimulatedEnvoy:

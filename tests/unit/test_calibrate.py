@@ -16,7 +16,7 @@ def _calibration(workers=2):
         {"name": "t", "envoy": {"cpu": [0.3]}, "load": {"workers": workers, "client": "fasthttp"}}
     )
     direct = make_step(0, users=32, rps=8000, utilization=0.0)
-    direct = direct.__class__(**{**direct.as_dict(), "generator_cpu_max": 0.8})
+    direct = direct.model_copy(update={"generator_cpu_max": 0.8})
     gateway = make_step(1, users=32, rps=3000, utilization=1.0)
     return scenario, calibrate.from_steps(scenario, direct, gateway, envoy_cpu=0.3)
 

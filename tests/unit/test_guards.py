@@ -1,10 +1,7 @@
-from dataclasses import asdict, replace
-
 from simulated_envoy import make_step
 
-from runner.guards import GuardContext, check_step
+from runner.guards import GuardContext, check_step, judge
 from runner.knee import find_knee
-from runner.sweep import judge
 
 CONTEXT = GuardContext(threshold=0.90, workers=2)
 
@@ -18,7 +15,7 @@ def test_a_clean_step_fires_no_guard():
 
 
 def test_generator_at_its_cpu_limit_names_workers_to_add():
-    step = replace(make_step(0, users=50, rps=1000, utilization=0.5, target_rps=1000), generator_cpu_max=0.97)
+    step = make_step(0, users=50, rps=1000, utilization=0.5, target_rps=1000, generator_cpu_max=0.97)
     [finding] = check_step(step, [], CONTEXT)
     assert finding.guard == "generator-saturated"
     assert "97% CPU" in finding.detail and "WORKERS=3" in finding.advice
@@ -32,7 +29,7 @@ def test_offered_load_not_delivered_while_envoy_has_room():
 
 
 def test_backend_cpu_and_flat_throughput():
-    busy = replace(make_step(0, users=20, rps=400, utilization=0.3, target_rps=400), backend_cpu_max=0.95)
+    busy = make_step(0, users=20, rps=400, utilization=0.3, target_rps=400, backend_cpu_max=0.95)
     assert _names(busy) == ["backend-saturated"]
     before = make_step(0, users=20, rps=1000, utilization=0.40, target_rps=1000)
     flat = make_step(1, users=40, rps=1010, utilization=0.41, target_rps=2000)
@@ -40,29 +37,78 @@ def test_backend_cpu_and_flat_throughput():
 
 
 def test_failures_and_rps_mismatch():
-    failing = replace(make_step(0, users=20, rps=400, utilization=0.3, target_rps=400), fail_ratio=0.03)
+    failing = make_step(0, users=20, rps=400, utilization=0.3, target_rps=400, fail_ratio=0.03)
     assert _names(failing) == ["failures"]
-    mismatch = replace(make_step(0, users=20, rps=400, utilization=0.3, target_rps=400), envoy_rps=460)
+    mismatch = make_step(0, users=20, rps=400, utilization=0.3, target_rps=400, envoy_rps=460)
     assert _names(mismatch) == ["rps-mismatch"]
-    throttled = replace(make_step(0, users=20, rps=400, utilization=0.97, target_rps=800), envoy_rps=460)
+    throttled = make_step(0, users=20, rps=400, utilization=0.97, target_rps=800, envoy_rps=460)
     assert "rps-mismatch" not in _names(throttled)  # a throttled Envoy is scraped late
 
 
 def _guarded(step):
-    return replace(step, guards=tuple(asdict(f) for f in check_step(step, [], CONTEXT)))
+    return step.model_copy(update={"guards": tuple(check_step(step, [], CONTEXT))})
+
+
+def _judge(steps):
+    outcome = find_knee(steps, 0.90)
+    return judge(steps, outcome.judged_up_to, outcome.reason)
 
 
 def test_a_knee_is_invalid_when_a_guard_fired_below_it_and_valid_when_only_above():
-    low = _guarded(replace(make_step(0, users=10, rps=500, utilization=0.5, target_rps=500), fail_ratio=0.05))
+    low = _guarded(make_step(0, users=10, rps=500, utilization=0.5, target_rps=500, fail_ratio=0.05))
     high = _guarded(make_step(1, users=20, rps=1000, utilization=0.95, target_rps=1000))
-    status, reason = judge([low, high], find_knee([low, high], 0.90))
+    status, reason = _judge([low, high])
     assert status == "invalid" and reason.startswith("5.0% of requests failed")
     clean_low = _guarded(make_step(0, users=10, rps=500, utilization=0.5, target_rps=500))
-    past = _guarded(replace(make_step(2, users=40, rps=1100, utilization=1.0, target_rps=2000), fail_ratio=0.2))
-    assert judge([clean_low, high, past], find_knee([clean_low, high, past], 0.90)) == ("saturated", None)
+    past = _guarded(make_step(2, users=40, rps=1100, utilization=1.0, target_rps=2000, fail_ratio=0.2))
+    assert _judge([clean_low, high, past]) == ("saturated", None)
 
 
 def test_without_a_knee_the_guard_is_the_reason():
     step = _guarded(make_step(0, users=200, rps=3170, utilization=0.76, target_rps=3640))
-    status, reason = judge([step], find_knee([step], 0.90))
+    status, reason = _judge([step])
     assert status == "invalid" and "load not delivered" in reason and "add Locust workers" in reason
+
+
+def test_in_users_mode_a_guard_far_above_the_knee_does_not_void_it():
+    # closed-loop windows: offered load is a user count, the knee an RPS; the cut must compare like with like
+    steps = [
+        _guarded(make_step(0, users=10, rps=1200, utilization=0.55)),
+        _guarded(make_step(1, users=20, rps=1700, utilization=0.78)),
+        _guarded(make_step(2, users=30, rps=1950, utilization=0.86)),
+        _guarded(make_step(3, users=40, rps=2150, utilization=0.93)),
+        _guarded(make_step(4, users=200, rps=2300, utilization=1.0, fail_ratio=0.05)),  # far past the knee
+    ]
+    assert _judge(steps) == ("saturated", None)
+    # the same failing window inside the knee's reach voids it
+    steps[3] = _guarded(make_step(3, users=40, rps=2150, utilization=0.93, fail_ratio=0.05))
+    assert _judge(steps)[0] == "invalid"
+
+
+def test_a_knee_fitted_past_its_windows_is_not_placed_there_and_guards_above_still_count():
+    # a fit over 1,000-1,400 RPS that would cross 90% far above them; the windows above are generator-bound
+    fitted = [_guarded(make_step(i, users=50 + i, rps=r, utilization=u, target_rps=r))
+              for i, (r, u) in enumerate([(1000, 0.50), (1200, 0.56), (1400, 0.62)])]  # fmt: skip
+    above = [_guarded(make_step(3 + i, users=60 + i, rps=r, utilization=u, target_rps=r, generator_cpu_max=0.97))
+             for i, (r, u) in enumerate([(2550, 0.99), (2600, 1.0)])]  # fmt: skip
+    outcome = find_knee(fitted + above, 0.90)
+    assert outcome.knee is not None and outcome.knee.method == "interpolated"  # the fit would reach ~2,500
+    assert _judge(fitted + above)[0] == "invalid"
+
+
+def test_no_throttling_at_the_limit_voids_the_limit_but_an_unpublished_counter_is_no_evidence():
+    from runner.guards import limit_enforced
+
+    at_limit = make_step(0, users=20, rps=900, utilization=0.99, target_rps=900)
+    assert limit_enforced([at_limit]) is None  # throttled in half the periods
+    unthrottled = at_limit.model_copy(update={"throttled_share": 0.0})
+    assert limit_enforced([unthrottled]).guard == "cpu-limit-not-enforced"
+    unpublished = at_limit.model_copy(update={"throttled_share": None})
+    assert limit_enforced([unpublished]) is None
+
+
+def test_rps_mismatch_allows_for_scrape_stamps_only_in_short_windows():
+    short = make_step(0, users=40, rps=194, utilization=0.44, target_rps=200, envoy_rps=184, window_s=3.0)
+    assert "rps-mismatch" not in _names(short)  # 5.2% apart over 3 s: within the stamps' jitter
+    long = short.model_copy(update={"window_s": 15.0})
+    assert "rps-mismatch" in _names(long)  # the same gap over 15 s is foreign load or failing requests

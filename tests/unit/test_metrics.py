@@ -1,6 +1,13 @@
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 
-from runner.metrics import Selector, counter_window
+from runner.errors import UnreachableError
+from runner.metrics import Metrics, Selector, counter_window
 
 
 def test_counter_window_is_exact_from_first_to_last_sample_with_irregular_stamps():
@@ -29,3 +36,46 @@ def test_selector_matchers():
     selector = Selector("projectcontour", "envoy-.*", "envoy")
     assert selector.matchers() == 'namespace="projectcontour",pod=~"envoy-.*",container="envoy"'
     assert selector.matchers(with_container=False) == 'namespace="projectcontour",pod=~"envoy-.*"'
+
+
+@contextmanager
+def _answering(status: int, body: bytes) -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP server on loopback answering every GET with `status` and `body`: (its URL, paths asked)."""
+    asked: list[str] = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize(("status", "body"), [(503, b"<html>upstream down</html>"), (200, b"not json")])
+def test_an_answer_that_is_not_prometheus_json_names_the_http_status(status: int, body: bytes):
+    with _answering(status, body) as (url, _):
+        metrics = Metrics(url)
+        metrics._client.budget_s = 0.5 if status == 503 else metrics._client.budget_s  # retried 503s: keep it short
+        with pytest.raises(UnreachableError) as raised:
+            metrics.check()
+    assert str(raised.value).startswith(f"Prometheus at {url} answered HTTP {status}"), str(raised.value)
+
+
+def test_the_same_query_at_the_same_time_is_asked_once():
+    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    with _answering(200, empty) as (url, asked):
+        metrics = Metrics(url)
+        metrics._query("up", 100.0)
+        metrics._query("up", 100.0)
+        metrics._query("up", 101.0)
+    assert len(asked) == 2, asked

@@ -27,4 +27,4 @@ def test_auto_concurrency_is_one_thread_per_started_core():
 
 def test_labels_read_like_the_reference_report():
     scenario = parse_scenario({"name": "t", "envoy": {"cpu": [0.15], "memory": "256Mi"}})
-    assert plan_sweep(scenario).configurations[0].label == "Envoy 150m CPU / 256Mi, nginx x1"
+    assert plan_sweep(scenario).configurations[0].label == "Envoy 150m CPU / 256Mi, nginx x1, poisson arrivals"

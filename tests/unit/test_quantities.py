@@ -44,3 +44,28 @@ def test_number_lists_expand_ranges(text, values):
 def test_bad_number_lists_name_the_variable_and_the_forms(bad):
     with pytest.raises(ValueError, match=r"ENVOY_CPUS.*(number list|empty).*1\.\.6"):
         parse_number_list(bad, what="ENVOY_CPUS")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1" * 400, 10**400, [0.1], {"cpu": 1}, None, "nan", "inf"])
+def test_cpu_quantities_are_finite_numbers_or_strings(bad):
+    with pytest.raises(ValueError, match="CPU"):
+        parse_cpu(bad)
+
+
+@pytest.mark.parametrize("bad", ["9" * 400 + "Ti", "1e3Gi", [1], {"a": 1}, None, True, "nan", "-1Mi"])
+def test_bad_memory_quantities_are_value_errors(bad):
+    with pytest.raises(ValueError, match="memory"):
+        parse_memory(bad)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "1e999", "-inf..1", "0..inf", "0..1:1e-320", "nan..1"])
+def test_number_lists_hold_finite_numbers_only(bad):
+    with pytest.raises(ValueError, match=r"ENVOY_CPUS.*not a number list"):
+        parse_number_list(bad, what="ENVOY_CPUS")
+
+
+@pytest.mark.parametrize("text", ["1..2000000", "1..1e300", "0..1:1e-9", "1..600,1..600", ",".join(["1"] * 1001)])
+def test_number_lists_are_counted_before_they_are_expanded(text):
+    with pytest.raises(ValueError, match=r"more than 1000 values"):
+        parse_number_list(text, what="ENVOY_CPUS", max_count=1000)
+    assert len(parse_number_list("1..1000", what="ENVOY_CPUS", max_count=1000)) == 1000

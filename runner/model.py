@@ -1,0 +1,292 @@
+"""The measurement model, one set of types from the meter to the report.
+
+A `Step` is what one measuring window saw; a `ConfigResult` holds a configuration's steps, its knee and
+capacity and its verdict; a `RunSummary` is a whole run, as saved in summary.json. The engine writes
+these types and the report reads the same ones back. Pure data: this module imports pydantic and
+nothing of the Prometheus, Locust or Kubernetes stacks.
+
+Runs saved by earlier versions still load: fields added since have defaults, and renamed ones keep their
+saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ConfigStatus = Literal["running", "saturated", "not-saturated", "invalid", "failed"]
+RunStatus = Literal["running", "complete", "partial", "interrupted", "failed"]
+FINISHED: tuple[str, ...] = ("saturated", "not-saturated", "invalid")
+# How arrivals were spaced when a run did not say (runs saved before arrival models were named).
+LEGACY_ARRIVALS = "synchronized"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+class _Mutable(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_assignment=True)
+
+
+class LoadLevel(_Frozen):
+    """What Locust is asked to do: `users` users, each paced at `user_rps` (0 = closed loop, no wait)."""
+
+    users: int
+    user_rps: float = 0.0
+
+    @property
+    def target_rps(self) -> float | None:
+        return self.users * self.user_rps if self.user_rps > 0 else None
+
+    @property
+    def offered(self) -> float:
+        """The load offered: the target RPS when paced, else the number of closed-loop users."""
+        target = self.target_rps
+        return target if target is not None else float(self.users)
+
+
+class Finding(_Frozen):
+    """A validity guard that fired: its name, what it saw, and what to change."""
+
+    guard: str
+    detail: str
+    advice: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.detail}: {self.advice}"
+
+
+class Step(_Frozen):
+    """What one measuring window saw.
+
+    Utilization is Envoy's CPU over its CPU limit (mean over the window; min and max over sub-windows);
+    `throttled_share` is the share of CFS periods in which Envoy was throttled (None: not published);
+    `generator_cpu_max` and `backend_cpu_max` are the busiest Locust worker's and nginx replica's share of
+    the CPU they have; `guards` lists the validity guards that fired (see runner.guards).
+    """
+
+    index: int
+    users: int
+    target_rps: float | None
+    rps: float
+    envoy_rps: float
+    cpu_utilization_min: float
+    cpu_utilization_mean: float
+    cpu_utilization_max: float
+    envoy_cpu_cores: float
+    envoy_memory_bytes: float
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    fail_ratio: float
+    requests: int
+    failures: int
+    generator_cpu_max: float
+    backend_cpu_cores: float
+    started_at: float
+    window_s: float
+    backend_cpu_max: float = 0.0
+    throttled_share: float | None = None
+    guards: tuple[Finding, ...] = ()
+
+    @property
+    def offered(self) -> float:
+        """The load offered: the target RPS in open-loop mode, else the number of closed-loop users."""
+        return self.target_rps if self.target_rps is not None else float(self.users)
+
+    @property
+    def delivered(self) -> float | None:
+        """Share of the offered RPS that was served (None in closed-loop mode, where nothing is offered)."""
+        return self.rps / self.target_rps if self.target_rps else None
+
+    @property
+    def cpu_per_request_us(self) -> float | None:
+        """Envoy CPU time per request it served, in microseconds."""
+        return self.envoy_cpu_cores / self.envoy_rps * 1e6 if self.envoy_rps > 0 else None
+
+
+class Knee(_Frozen):
+    """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval.
+
+    `method` says how it was found: `power-fit` (a fit of utilization against RPS over the windows
+    around the threshold, where CPU per request may fall with load) or `interpolated` (between the two
+    bracketing windows, when too few windows allow a fit; no interval then). `windows` is how many
+    windows the estimate rests on; `exponent` is the fit's (utilization grows as RPS^exponent).
+    """
+
+    rps: float
+    low: float | None = None
+    high: float | None = None
+    users: float | None = None
+    method: str = "interpolated"
+    windows: int = 2
+    exponent: float | None = None  # of the power law utilization ~ RPS^exponent (below 1: cost falls)
+
+    @property
+    def half_width(self) -> float | None:
+        """The interval's larger side as a share of the knee (0.03 = +-3%), None without an interval."""
+        if self.low is None or self.high is None or self.rps <= 0:
+            return None
+        return max(self.rps - self.low, self.high - self.rps) / self.rps
+
+
+class Capacity(_Frozen):
+    """Where it breaks: the highest offered rate served in full (within the delivery tolerance) with p99
+    under the latency SLO, and the lowest rate above it that was not (None: none measured)."""
+
+    rps: float
+    broken_at: float | None = None
+    broken_by: str | None = None
+
+    @property
+    def resolution(self) -> float | None:
+        """How far above `rps` the first broken rate is, as a share (0.05: capacity within 5%)."""
+        return self.broken_at / self.rps - 1 if self.broken_at and self.rps > 0 else None
+
+
+class EnvoyResources(_Frozen):
+    cpu_cores: float = Field(alias="cpu")
+    memory: str
+    concurrency: int
+
+
+class BackendResources(_Frozen):
+    replicas: int
+
+
+class ContourResources(_Frozen):
+    cpu_cores: float | None = Field(default=None, alias="cpu")
+    memory: str | None = None
+
+
+class ConfigResult(_Mutable):
+    """One configuration's outcome. `status` is `running` until it ends."""
+
+    key: str
+    label: str
+    envoy: EnvoyResources
+    backend: BackendResources
+    contour: ContourResources | None = None
+    arrivals: str = LEGACY_ARRIVALS
+    status: ConfigStatus = "running"
+    reason: str | None = None
+    knee: Knee | None = None
+    capacity: Capacity | None = None
+    search: str | None = None  # how the search ended: the interval reached, or the budget spent
+    machine_speed: float | None = None  # reference loop on Envoy's CPUs before the load, M iterations/s
+    steps: list[Step] = []
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_names_arrivals(cls, data: Any) -> Any:
+        """Keys saved before arrival models were named lack them: add the legacy model's."""
+        if isinstance(data, dict) and "key" in data and ",arrivals=" not in str(data["key"]):
+            data = {**data, "key": f"{data['key']},arrivals={data.get('arrivals', LEGACY_ARRIVALS)}"}
+        return data
+
+    def fail(self, reason: str) -> None:
+        self.status, self.reason, self.finished_at = "failed", reason, utc_now()
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def valid_knee(self) -> Knee | None:
+        """The knee when it counts: the configuration ended `saturated` (no guard fired up to it)."""
+        return self.knee if self.status == "saturated" else None
+
+
+class BaselineResult(_Frozen):
+    """The backend directly vs through the gateway, same generator and closed-loop users."""
+
+    users: int
+    envoy_cpu_cores: float = Field(alias="envoy_cpu")
+    direct: Step
+    gateway: Step
+
+    @property
+    def overhead(self) -> float:
+        """Share of direct throughput lost by going through the gateway (0.2 = 20%)."""
+        return 1 - self.gateway.rps / self.direct.rps if self.direct.rps > 0 else 0.0
+
+    @property
+    def gateway_share(self) -> float:
+        """Throughput through the gateway as a share of direct (the reference's "over 80%")."""
+        return 1 - self.overhead
+
+
+class Machine(_Frozen):
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_cores: int | None = None
+    memory_bytes: int | None = None
+    kernel: str | None = None
+    os: str | None = None
+    python: str | None = None
+    gateway_sizer: str | None = None
+
+
+class Isolation(_Frozen):
+    """Which CPUs Envoy and everything else ran on (local platform), or how the node pins Envoy."""
+
+    envoy_cpus: str | None = None
+    others_cpus: str | None = None
+    cpu_manager_policy: str | None = None  # kubernetes: the kubelet's CPU manager policy, when readable
+    note: str = ""
+
+
+class Node(_Frozen):
+    name: str
+    cpu: str | None = None
+    memory: str | None = None
+    kernel: str | None = None
+    runtime: str | None = None
+    cpu_model: str | None = None
+
+
+class Environment(_Frozen):
+    """The machine, the components' versions and the platform's own facts, for the environment table."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    machine: Machine = Machine()
+    versions: dict[str, str | None] = {}
+    cgroup_version: int | None = None
+    isolation: Isolation | None = None
+    kubernetes: str | None = None
+    api_server: str | None = None
+    nodes: tuple[Node, ...] = ()
+    overrides: dict[str, str] = {}
+
+
+class RunSummary(_Mutable):
+    """One run of the sweep: what ran where, and every configuration's result."""
+
+    run_id: str
+    platform: str
+    scenario: str
+    status: RunStatus = "running"
+    reason: str | None = None
+    threshold: float
+    started_at: str
+    finished_at: str | None = None
+    environment: Environment = Environment()
+    configs: list[ConfigResult] = []
+    baseline: BaselineResult | None = None
+
+    def config(self, key: str) -> ConfigResult | None:
+        return next((c for c in self.configs if c.key == key), None)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2, by_alias=True)

@@ -1,0 +1,80 @@
+"""What the sweep engine reports as it goes. Every hook does nothing here; the console overrides them, and
+tests may record them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.model import BaselineResult, ConfigResult, LoadLevel, Step
+    from runner.plan import Configuration, Plan
+    from runner.platforms.base import Endpoints
+    from runner.results import RunStore
+
+
+class SweepObserver:
+    """Hooks called by the engine, in this order for each configuration: config_started, then
+    load_changed and step_measured for each step, then config_finished (or config_skipped)."""
+
+    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
+        """The platform is up: `store` is where results go, `endpoints` where a person can look."""
+
+    def config_started(self, position: int, total: int, config: Configuration) -> None:
+        """Configuration `position` of `total` is being applied."""
+
+    def config_skipped(self, config: Configuration, result: ConfigResult) -> None:
+        """A resumed run already finished `config` (its `result`)."""
+
+    def components_restarted(self, names: list[str]) -> None:
+        """Parts of the platform that had died were started again before the configuration."""
+
+    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
+        """The load is now `level`, held `seconds` for `phase` (warm-up, settle, measure)."""
+
+    def step_measured(self, config: Configuration, step: Step) -> None:
+        """A window was measured and saved."""
+
+    def config_finished(self, result: ConfigResult) -> None:
+        """A configuration ended: its knee, capacity and verdict are in `result`."""
+
+    def baseline_measured(self, baseline: BaselineResult) -> None:
+        """The backend was measured directly and through the gateway."""
+
+
+class Broadcast(SweepObserver):
+    """Passes every hook on to each of `observers`, in order."""
+
+    def __init__(self, *observers: SweepObserver) -> None:
+        self.observers = observers
+
+    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
+        for observer in self.observers:
+            observer.run_started(store, endpoints, plan)
+
+    def config_started(self, position: int, total: int, config: Configuration) -> None:
+        for observer in self.observers:
+            observer.config_started(position, total, config)
+
+    def config_skipped(self, config: Configuration, result: ConfigResult) -> None:
+        for observer in self.observers:
+            observer.config_skipped(config, result)
+
+    def components_restarted(self, names: list[str]) -> None:
+        for observer in self.observers:
+            observer.components_restarted(names)
+
+    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
+        for observer in self.observers:
+            observer.load_changed(level, phase, seconds)
+
+    def step_measured(self, config: Configuration, step: Step) -> None:
+        for observer in self.observers:
+            observer.step_measured(config, step)
+
+    def config_finished(self, result: ConfigResult) -> None:
+        for observer in self.observers:
+            observer.config_finished(result)
+
+    def baseline_measured(self, baseline: BaselineResult) -> None:
+        for observer in self.observers:
+            observer.baseline_measured(baseline)

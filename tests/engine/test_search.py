@@ -1,0 +1,129 @@
+"""The adaptive search on a simulated Envoy: where it puts the knee, how sure it says it is (and whether
+that holds), how many windows it takes, and where it finds the capacity.
+
+The simulated Envoy's CPU per request falls with load (utilization grows as RPS^b, b < 1) and each
+second's CPU sample carries noise; `SimulatedEnvoy.true_knee` is where its mean utilization reaches 90%.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from fake_platform import SimulatedEnvoy, simulate_window
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runner.knee import find_capacity, find_knee
+from runner.model import Step
+from runner.scenario import parse_scenario
+from runner.search import MAX_GROWTH, AdaptiveSearch, LevelMaker, RampSearch, Targets, make_search
+
+THRESHOLD = 0.90
+RPS = LevelMaker(mode="rps", max_rps_per_user=20, min_users=1)
+USERS = LevelMaker(mode="users", max_rps_per_user=20, min_users=1)
+
+
+def drive(search: AdaptiveSearch | RampSearch, envoy: SimulatedEnvoy) -> list[Step]:
+    steps: list[Step] = []
+    while (level := search.next_level(steps)) is not None:
+        steps.append(simulate_window(envoy, len(steps), level))
+    return steps
+
+
+def _configurations(count: int, noise: float) -> list[tuple[SimulatedEnvoy, list[Step]]]:
+    """`count` simulated configurations, limits 0.1-4 cores and exponents 0.6-1.0, each searched from the
+    default start (2,000 RPS per core)."""
+    found = []
+    for seed in range(count):
+        limit = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0][seed % 6]
+        envoy = SimulatedEnvoy(limit_cores=limit, exponent=0.6 + 0.4 * ((seed * 7) % 10) / 9, noise=noise, seed=seed)
+        search = AdaptiveSearch(2000.0 * limit, RPS, THRESHOLD, Targets(latency_slo_ms=10_000))
+        found.append((envoy, drive(search, envoy)))
+    return found
+
+
+def test_the_95_percent_interval_holds_the_true_knee_about_95_times_in_100():
+    results = _configurations(120, noise=0.03)
+    covered = 0
+    for envoy, steps in results:
+        knee = find_knee(steps, THRESHOLD).knee
+        assert knee is not None and knee.low is not None and knee.high is not None
+        covered += knee.low <= envoy.true_knee(THRESHOLD) <= knee.high
+    # 95% nominal over 120 configurations: a binomial sd of 2%; below 88% the interval is too narrow
+    assert covered / len(results) >= 0.88, covered
+
+
+def test_at_realistic_noise_the_search_reaches_the_3_percent_target_in_8_windows_on_average():
+    results = _configurations(60, noise=0.03)
+    widths = [find_knee(steps, THRESHOLD).knee.half_width for _, steps in results]
+    assert sum(w is not None and w <= 0.03 for w in widths) / len(widths) >= 0.9
+    assert statistics.mean(len(steps) for _, steps in results) <= 8.5
+    errors = [abs(find_knee(s, THRESHOLD).knee.rps / e.true_knee(THRESHOLD) - 1) for e, s in results]
+    assert statistics.median(errors) <= 0.01 and max(errors) <= 0.04
+
+
+def test_capacity_is_bracketed_just_below_where_the_simulated_envoy_stops_keeping_up():
+    for envoy, steps in _configurations(24, noise=0.03):
+        capacity = find_capacity(steps, slo_ms=10_000)
+        assert capacity is not None and capacity.broken_at is not None
+        assert capacity.broken_at / capacity.rps - 1 <= 0.05
+        # delivered within 2% up to capacity: the break lies at most 2% above Envoy's own ceiling
+        assert capacity.rps <= envoy.capacity_rps() * 1.02 < capacity.broken_at * 1.02
+
+
+def test_noisy_windows_spend_the_budget_and_say_so():
+    envoy = SimulatedEnvoy(limit_cores=0.25, noise=0.25, seed=3)
+    search = AdaptiveSearch(500.0, RPS, THRESHOLD, Targets(max_steps=10))
+    steps = drive(search, envoy)
+    assert len(steps) == 10
+    ending = search.ending(steps)
+    assert "window budget spent" in ending
+    assert any(words in ending for words in ("wider than the +-3% target", "scatter too much", "no interval"))
+
+
+def test_a_start_past_the_knee_shrinks_first():
+    envoy = SimulatedEnvoy(limit_cores=0.25, noise=0.01)
+    steps = drive(AdaptiveSearch(5000.0, RPS, THRESHOLD), envoy)
+    assert steps[1].offered == 0.25 * steps[0].offered
+    assert find_knee(steps, THRESHOLD).knee is not None
+
+
+def test_closed_loop_users_are_bisected_until_they_cannot_be_split():
+    envoy = SimulatedEnvoy(limit_cores=1.0, noise=0.0)  # 400 RPS per user: the knee near 13 users
+    steps = drive(AdaptiveSearch(1, USERS, THRESHOLD), envoy)
+    knee = find_knee(steps, THRESHOLD)
+    assert knee.knee is not None and knee.bracket is not None
+    below, above = knee.bracket
+    assert above.users - below.users == 1
+
+
+def test_the_scenario_chooses_the_search_and_its_start():
+    ramp = parse_scenario({"name": "t", "envoy": {"cpu": [1]}, "load": {"search": "ramp", "mode": "users"}})
+    assert isinstance(make_search(ramp.load, 0.9), RampSearch)
+    adaptive = parse_scenario({"name": "t", "envoy": {"cpu": [0.25]}})
+    search = make_search(adaptive.load, 0.9, envoy_cpu_cores=0.25)
+    assert isinstance(search, AdaptiveSearch) and search.start == 500  # 2,000 RPS per core x 0.25
+    hinted = make_search(adaptive.load, 0.9, envoy_cpu_cores=0.5, knee_per_core=4000)
+    assert isinstance(hinted, AdaptiveSearch) and hinted.start == 0.6 * 4000 * 0.5
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    limit=st.floats(0.05, 16.0),
+    exponent=st.floats(0.5, 1.0),
+    cost_us=st.floats(50.0, 600.0),
+    noise=st.floats(0.0, 0.2),
+    start=st.floats(10.0, 200_000.0),
+    seed=st.integers(0, 10_000),
+)
+def test_any_envoy_the_search_ends_within_its_budget_and_grows_at_most_4x(limit, exponent, cost_us, noise, start, seed):
+    envoy = SimulatedEnvoy(cost_us=cost_us, exponent=exponent, noise=noise, seed=seed, limit_cores=limit)
+    search = AdaptiveSearch(start, RPS, THRESHOLD, Targets(max_steps=12))
+    steps = drive(search, envoy)
+    assert 1 <= len(steps) <= 12
+    for step in steps[1:]:
+        highest = max(s.offered for s in steps[: step.index])
+        assert step.offered <= highest * MAX_GROWTH * 1.0001
+        assert math.isfinite(step.offered) and step.offered > 0
+    assert search.ending(steps)

@@ -1,0 +1,199 @@
+"""The sweep engine on a simulated platform and a fake clock: its behaviour in milliseconds.
+
+Resume, a configuration failing, the failure policy, the time budget running out, Prometheus becoming
+unreachable mid-run, guard verdicts, an interrupt, and the final status each have a test here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from fake_platform import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
+
+from runner.errors import LoadGeneratorError, PlatformError
+from runner.locust import Snapshot
+from runner.plan import Configuration, plan_sweep
+from runner.results import RunStore, load_summary
+from runner.scenario import Scenario, parse_scenario
+from runner.sweep import Sweep
+
+LOAD = {"step_seconds": 8, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1}
+
+
+def _scenario(**fields: object) -> Scenario:
+    raw: dict[str, object] = {"name": "engine", "envoy": {"cpu": [0.25, 0.5]}, "load": dict(LOAD)}
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}  # type: ignore[dict-item]
+        else:
+            raw[key] = value
+    return parse_scenario(raw)
+
+
+def _envoy(config: Configuration) -> SimulatedEnvoy:
+    return SimulatedEnvoy(limit_cores=config.envoy_cpu_cores, seed=round(config.envoy_cpu_cores * 1000))
+
+
+def _sweep(tmp_path: Path, scenario: Scenario, platform: FakePlatform, store: RunStore | None = None) -> Sweep:
+    store = store or RunStore.create(scenario, tmp_path)
+    return Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, clock=platform.clock)
+
+
+def test_a_sweep_finds_each_knee_near_the_simulated_one_and_ends_complete(tmp_path):
+    clock = FakeClock()
+    platform = FakePlatform(clock, _envoy)
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    assert sweep.run() == "complete"
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "complete" and summary.reason is None
+    for result in summary.configs:
+        truth = SimulatedEnvoy(limit_cores=result.envoy.cpu_cores).true_knee(0.90)
+        assert result.status == "saturated", result.reason
+        assert result.knee is not None and result.knee.rps == pytest.approx(truth, rel=0.05)
+        assert len(result.steps) <= 12
+    assert platform.started == platform.stopped == 1
+    assert clock.slept < 600  # simulated seconds: two configurations at ~15 s a window
+
+
+def test_resume_skips_finished_configurations_and_redoes_the_unfinished_one(tmp_path):
+    scenario = _scenario()
+    first = _sweep(tmp_path, scenario, FakePlatform(FakeClock(), _envoy))
+    first.run()
+    store = RunStore.open(first.store.run_dir)
+    store.summary.configs[1].status = "running"  # as an interrupt leaves it
+    kept = store.summary.configs[0].model_copy(deep=True)
+    platform = FakePlatform(FakeClock(), _envoy)
+    assert _sweep(tmp_path, scenario, platform, store).run() == "complete"
+    assert [c.envoy_cpu_cores for c in platform.applied] == [0.5]  # only the unfinished one ran again
+    summary = load_summary(store.run_dir)
+    assert summary.configs[0] == kept and summary.configs[1].status == "saturated"
+
+
+def test_a_configuration_that_fails_is_recorded_and_the_sweep_goes_on(tmp_path):
+    def fail_first(config: Configuration) -> Exception | None:
+        return PlatformError("rollout of projectcontour/envoy stuck") if config.envoy_cpu_cores == 0.25 else None
+
+    platform = FakePlatform(FakeClock(), _envoy, fail_apply=fail_first)
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    assert sweep.run() == "partial"
+    failed, done = sweep.store.summary.configs
+    assert failed.status == "failed" and failed.reason == "rollout of projectcontour/envoy stuck"
+    assert done.status == "saturated"
+    assert (
+        sweep.store.summary.reason is not None
+        and "1 of 2 configuration(s) did not finish" in sweep.store.summary.reason
+    )
+    assert platform.recovered == 2  # dead parts are brought back before every configuration
+
+
+def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy, fail_apply=lambda config: PlatformError("no"))
+    sweep = _sweep(tmp_path, _scenario(on_failure="stop"), platform)
+    assert sweep.run() == "failed"
+    assert len(platform.applied) == 1 and [c.status for c in sweep.store.summary.configs] == ["failed"]
+    assert sweep.store.summary.reason is not None and "2 of 2" in sweep.store.summary.reason
+
+
+def test_prometheus_unreachable_mid_run_fails_that_configuration_with_the_reason(tmp_path):
+    clock = FakeClock()
+    platform = FakePlatform(clock, _envoy)
+    outage = (clock.time() + 60, clock.time() + 70)  # down for 10 s, during the first configuration
+    platform.metrics.unreachable = lambda: outage[0] <= clock.time() < outage[1]
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    assert sweep.run() == "partial"
+    first, second = sweep.store.summary.configs
+    assert first.status == "failed" and first.reason is not None and first.reason.startswith("Prometheus at")
+    assert first.steps  # the windows measured before the outage are kept
+    assert second.status == "saturated"
+
+
+def test_the_time_budget_ends_a_configuration_and_says_so(tmp_path):
+    scenario = _scenario(load={"max_seconds_per_config": 40})
+    sweep = _sweep(tmp_path, scenario, FakePlatform(FakeClock(), _envoy))
+    sweep.run()
+    for result in sweep.store.summary.configs:
+        assert len(result.steps) <= 3
+        assert result.search is not None and "time budget" in result.search
+
+
+def test_a_saturated_generator_makes_the_configuration_invalid_with_the_fix(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy)
+    platform.timeline.generator_share = 0.95
+    sweep = _sweep(tmp_path, _scenario(envoy={"cpu": [0.25]}), platform)
+    sweep.run()
+    [result] = sweep.store.summary.configs
+    assert result.status == "invalid"
+    assert result.reason is not None and "Locust worker at 95% CPU" in result.reason and "WORKERS=2" in result.reason
+    assert len(result.steps) == 1  # more load cannot help while the generator is the limit
+
+
+def test_an_interrupt_keeps_the_steps_and_stops_the_platform(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy)
+    calls = 0
+
+    def interrupt_on_the_fourth_swarm() -> Exception | None:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise KeyboardInterrupt
+        return None
+
+    platform.locust.fail_swarm = interrupt_on_the_fourth_swarm
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run()
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "interrupted" and summary.configs[0].status == "running"
+    assert len(summary.configs[0].steps) == 2  # warm-up, two measured levels, then the interrupt
+    assert platform.stopped == 1
+
+
+def test_a_load_generator_error_fails_only_its_configuration(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy)
+    platform.locust.fail_swarm = lambda: (
+        LoadGeneratorError("Locust refused to swarm") if not platform.applied[1:] else None
+    )
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    assert sweep.run() == "partial"
+    assert [c.status for c in sweep.store.summary.configs] == ["failed", "saturated"]
+
+
+def test_a_window_the_load_did_not_run_through_is_measured_again_then_fails_the_configuration(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy)
+    snapshots = 0
+    real_snapshot = platform.locust.snapshot
+
+    def master_restarts_in_the_second_window() -> Snapshot:
+        nonlocal snapshots
+        snapshots += 1
+        snapshot = real_snapshot()
+        return dataclasses.replace(snapshot, started_at=EPOCH + 1) if snapshots == 4 else snapshot
+
+    platform.locust.snapshot = master_restarts_in_the_second_window  # type: ignore[method-assign]
+    sweep = _sweep(tmp_path, _scenario(envoy={"cpu": [0.25]}), platform)
+    sweep.run()
+    [result] = sweep.store.summary.configs
+    assert result.status == "saturated"  # the discarded window was measured again
+    assert [s.index for s in result.steps] == list(range(len(result.steps)))
+
+    stopped = FakePlatform(FakeClock(), _envoy)
+    stopped.locust.snapshot = lambda: dataclasses.replace(real_snapshot(), state="stopped")  # type: ignore[method-assign]
+    sweep = _sweep(tmp_path / "b", _scenario(envoy={"cpu": [0.25]}), stopped)
+    assert sweep.run() == "failed"
+    [result] = sweep.store.summary.configs
+    assert result.reason == "the load was not running through the window (Locust's master is stopped)"
+
+
+def test_the_live_state_follows_the_sweep_and_reaches_the_load_generator(tmp_path):
+    platform = FakePlatform(FakeClock(), _envoy)
+    sweep = _sweep(tmp_path, _scenario(envoy={"cpu": [0.25]}), platform)
+    sweep.run()
+    state = sweep.live.snapshot()
+    [result] = sweep.store.summary.configs
+    assert state["run_id"] == sweep.store.summary.run_id and state["status"] == "saturated"
+    assert state["configuration"] == result.label and state["envoy_cpu_cores"] == 0.25
+    assert len(state["windows"]) == len(result.steps)
+    assert result.knee is not None and state["knee"]["rps"] == pytest.approx(result.knee.rps)
+    assert platform.locust.beats  # the heartbeat carried it

@@ -1,0 +1,51 @@
+"""runner/locust.py is the one place that knows Locust's side: it must agree with the locustfiles.
+
+The locustfiles are read as source (ast), not imported: importing Locust would monkey-patch the test
+process with gevent."""
+
+from __future__ import annotations
+
+import ast
+from typing import get_args
+
+from runner import locust
+from runner.paths import LOCUSTFILE_DIR
+from runner.scenario import ArrivalModel
+
+
+def _module(name: str) -> ast.Module:
+    return ast.parse((LOCUSTFILE_DIR / name).read_text())
+
+
+def _constants(tree: ast.Module) -> dict[str, object]:
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def test_the_master_extension_serves_the_paths_the_adapter_calls():
+    routes = _constants(_module(locust.STATS_EXTENSION))
+    assert routes["SNAPSHOT_ROUTE"] == locust.SNAPSHOT_PATH
+    assert routes["HEARTBEAT_ROUTE"] == locust.HEARTBEAT_PATH
+    assert routes["STATE_ROUTE"] == locust.STATE_PATH
+
+
+def test_the_locustfile_takes_every_option_the_adapter_sends_and_defines_its_user_classes():
+    tree = _module("gateway.py")
+    flags = {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args
+        and isinstance(node.args[0], ast.Constant)
+    }  # fmt: skip
+    options = locust.LocustOptions("h", "/")
+    assert {f"--{key.replace('_', '-')}" for key in options.as_form()} == flags
+    assert set(options.as_args()[::2]) == flags
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert set(locust.USER_CLASSES.values()) <= classes
+    assert set(_constants(tree)["ARRIVALS"]) == set(get_args(ArrivalModel))  # type: ignore[call-overload]
