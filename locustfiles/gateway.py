@@ -6,8 +6,9 @@ this file is edited per run:
     --host-header external.nginx   Host header the gateway routes on (Contour's HTTPProxy fqdn)
     --request-path /               path requested
     --user-rps 0                   requests per second per user; 0 = closed loop (no wait)
-    --arrivals synchronized        paced users fire on shared clock ticks (synchronized) or each on its
-                                   own phase (spread)
+    --arrivals poisson             how paced users space their requests: poisson (exponential gaps, as
+                                   many independent clients send), uniform (a fixed period, each user
+                                   on its own phase) or synchronized (every user on shared clock ticks)
     --accept-encoding "gzip, deflate, br"
                                    sent by both users alike (a browser's, and FastHttpUser's default), so
                                    the gateway compresses for either; "identity" asks for no compression
@@ -24,6 +25,7 @@ Pick a class on the command line, e.g. `locust -f locustfiles/gateway.py LeanGat
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 import time
@@ -31,6 +33,7 @@ import time
 from lean_http import LeanHttpUser, PreparedRequest
 from locust import events, task
 from locust.contrib.fasthttp import FastHttpUser
+from locust.env import Environment
 
 # A paced user that falls further behind its schedule than this restarts the schedule instead of
 # firing a burst to catch up.
@@ -40,11 +43,19 @@ NETWORK_TIMEOUT_S = 10.0
 # Closed loop: requests a lean user sends per task run, so Locust's scheduler (task choice, wait,
 # gevent.sleep(0)) runs once per batch; each request still yields while it waits for its answer.
 CLOSED_LOOP_BATCH = 32
-ARRIVALS = ("synchronized", "spread")
+ARRIVALS = ("poisson", "uniform", "synchronized")
+LEGACY_ARRIVALS = {"spread": "uniform"}  # the name runs before 2026-11-23 gave uniform spacing
 DEFAULT_ACCEPT_ENCODING = "gzip, deflate, br"
 
 
-def request_headers(options) -> dict[str, str]:
+def parsed_options(environment: Environment) -> argparse.Namespace:
+    """The command line's (or the /swarm form's) options; Locust sets them before any user starts."""
+    if environment.parsed_options is None:
+        raise RuntimeError("Locust started these users without parsed options")
+    return environment.parsed_options
+
+
+def request_headers(options: argparse.Namespace) -> dict[str, str]:
     """The headers both users send besides their own User-Agent: Host and Accept-Encoding."""
     return {"Host": options.host_header, "Accept-Encoding": options.accept_encoding or "identity"}
 
@@ -64,61 +75,79 @@ def _add_options(parser) -> None:
     )
     group.add_argument(
         "--arrivals",
-        choices=ARRIVALS,
-        default="synchronized",
-        help="paced users fire together on clock ticks (synchronized) or each on its own phase (spread)",
+        choices=(*ARRIVALS, *LEGACY_ARRIVALS),
+        default="poisson",
+        help="request spacing of paced users: poisson (exponential gaps), uniform (fixed period, own phase) "
+        "or synchronized (all users on shared clock ticks)",
     )
 
 
 class PacedUser:
     """Mixin: an absolute schedule of `--user-rps` requests per second, or no wait at all when 0.
 
-    Unlike `constant_throughput`, a request that takes longer than the period does not lower the rate:
-    the next one starts at once, so the offered load holds until the server is saturated.
+    Open loop: each request's start is scheduled in advance, and a request that takes longer than the gap
+    to the next does not lower the rate: the next one starts at once (its latency counts from the time it
+    was scheduled, see `scheduled_at`). The schedule's gaps follow `--arrivals`:
 
-    `--arrivals synchronized` (the default) starts every user's schedule on the same wall-clock tick,
-    so all users of a rate fire together, on every worker: Envoy then finds requests waiting and handles
-    them back to back, as a gateway busy most of the time does. `spread` gives each user its own random
-    phase, a smooth stream: behind a CPU limit far below a core, Envoy then wakes for nearly every
-    request and pays a per-wake-up cost that a busy production gateway does not.
+    - `poisson` (the default): exponential gaps with mean 1/rate, each user independent, so the users
+      together send a Poisson stream, as many independent clients do;
+    - `uniform`: a fixed period, each user on its own random phase: a smooth stream;
+    - `synchronized`: a fixed period with every user's schedule on the same wall-clock ticks, so all
+      users of a rate fire together, on every worker: bursts.
     """
 
+    environment: Environment  # provided by the Locust user class this is mixed into
     _schedule_next: float | None = None
     _schedule_key: tuple[float, str] = (0.0, "")
+    scheduled_at: float | None = None  # time.monotonic() the current request was scheduled for
 
     def wait_time(self) -> float:
-        options = self.environment.parsed_options
+        options = parsed_options(self.environment)
         rate = float(options.user_rps or 0.0)
         if rate <= 0:
-            self._schedule_next = None
+            self._schedule_next = self.scheduled_at = None
             return 0.0
-        period, arrivals = 1.0 / rate, getattr(options, "arrivals", "synchronized")
+        arrivals = getattr(options, "arrivals", "poisson")
+        arrivals = LEGACY_ARRIVALS.get(arrivals, arrivals)
         now = time.monotonic()
         next_start = self._schedule_next
-        if next_start is None or (period, arrivals) != self._schedule_key or now - next_start > MAX_SCHEDULE_LAG_S:
-            next_start = now + _first_delay(period, arrivals)
+        if next_start is None or (rate, arrivals) != self._schedule_key or now - next_start > MAX_SCHEDULE_LAG_S:
+            next_start = now + _first_delay(rate, arrivals)
         else:
-            next_start += period
-        self._schedule_next, self._schedule_key = next_start, (period, arrivals)
+            next_start += _gap(rate, arrivals)
+        self._schedule_next, self._schedule_key = next_start, (rate, arrivals)
+        self.scheduled_at = next_start
         return max(0.0, next_start - now)
 
 
-def _first_delay(period: float, arrivals: str) -> float:
-    """Seconds until a new schedule's first request: the next shared tick, or a random phase."""
-    if arrivals == "spread":
+def _gap(rate: float, arrivals: str) -> float:
+    """Seconds between two requests of one user."""
+    return random.expovariate(rate) if arrivals == "poisson" else 1.0 / rate
+
+
+def _first_delay(rate: float, arrivals: str) -> float:
+    """Seconds until a new schedule's first request: a random phase, or the next shared tick."""
+    period = 1.0 / rate
+    if arrivals == "poisson":
+        return random.expovariate(rate)
+    if arrivals == "uniform":
         return random.uniform(0.0, period)
     wall = time.time()
     return (math.floor(wall / period) + 1) * period - wall
 
 
 class FastGatewayUser(PacedUser, FastHttpUser):
-    """Locust's FastHttpUser (geventhttpclient) sending GET <path> with the gateway's Host header."""
+    """Locust's FastHttpUser (geventhttpclient) sending GET <path> with the gateway's Host header.
+
+    Its response times are Locust's own, from the moment the request is sent; the lean user's count from
+    the moment the schedule meant it to start.
+    """
 
     connection_timeout = CONNECT_TIMEOUT_S
     network_timeout = NETWORK_TIMEOUT_S
 
     def on_start(self) -> None:
-        options = self.environment.parsed_options
+        options = parsed_options(self.environment)
         self._path = options.request_path
         self._headers = request_headers(options)
 
@@ -137,7 +166,7 @@ class LeanGatewayUser(PacedUser, LeanHttpUser):
     network_timeout = NETWORK_TIMEOUT_S
 
     def on_start(self) -> None:
-        options = self.environment.parsed_options
+        options = parsed_options(self.environment)
         headers = request_headers(options)
         self._request: PreparedRequest = self.client.prepare(
             "GET", options.request_path, name=options.request_path, host_header=headers.pop("Host"), headers=headers
@@ -147,8 +176,8 @@ class LeanGatewayUser(PacedUser, LeanHttpUser):
     def get_pages(self) -> None:
         """One request when paced; a batch of CLOSED_LOOP_BATCH in the closed loop (`--user-rps 0`)."""
         send, request = self.client.send, self._request
-        if self.environment.parsed_options.user_rps:
-            send(request)
+        if parsed_options(self.environment).user_rps:
+            send(request, self.scheduled_at)  # latency from the time the schedule meant it to start
             return
         for _ in range(CLOSED_LOOP_BATCH):
             send(request)

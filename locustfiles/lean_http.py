@@ -137,17 +137,23 @@ class LeanHttpClient:
         return PreparedRequest(method, name or path, self.target.origin + target, raw, method != "HEAD",
                                method in IDEMPOTENT_METHODS)  # fmt: skip
 
-    def send(self, request: PreparedRequest) -> int:
-        """Send `request` and fire Locust's request event; return the status (0 when none came)."""
+    def send(self, request: PreparedRequest, scheduled: float | None = None) -> int:
+        """Send `request` and fire Locust's request event; return the status (0 when none came).
+
+        `scheduled` is when an open-loop schedule meant the request to start (time.monotonic()): its
+        response time counts from then, so a request delayed behind a slow one counts its wait
+        (no coordinated omission). Without it, the time counts from the send.
+        """
         start_time = time.time()
-        start = time.perf_counter()
+        now = time.monotonic()
+        start = min(scheduled, now) if scheduled is not None else now
         status = length = 0
         exception: Exception | None = None
         try:
             status, length = self.connection.exchange(request.raw, request.expects_body, request.idempotent)
         except (OSError, ProtocolError) as error:  # TimeoutError, ConnectionError, ssl.SSLError are OSErrors
             exception = error
-        response_time = (time.perf_counter() - start) * 1000.0
+        response_time = (time.monotonic() - start) * 1000.0
         if status >= 400:
             exception = HttpStatusError(f"HTTP {status}")
         self._fire(

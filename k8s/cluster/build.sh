@@ -7,6 +7,7 @@
 #             contour coredns prometheus helm kubeconform crd2jsonschema kind
 # groups:     kubernetes (the six above), tools (helm kubeconform crd2jsonschema), all (default)
 # modules:    contour-module, kubernetes-module (downloaded, not built; their source folder is the "path")
+# go:         the go command the builds use (a go >= 1.24 on PATH, else the pinned toolchain; see lib.sh)
 #
 # Everything goes to ${GATEWAY_SIZER_CACHE:-$HOME/.cache/gateway-sizer}; see k8s/README.md for the layout.
 # With --print-path, stdout carries only the path of each requested item, one per line; logs go to stderr.
@@ -21,7 +22,7 @@ for arg in "$@"; do
     case $arg in
         --print-path) print_path=1 ;;
         --rebuild) rebuild=1 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         all) requested+=("${ALL_COMPONENTS[@]}") ;;
         kubernetes) requested+=("${KUBE_COMPONENTS[@]}") ;;
         tools) requested+=("${TOOL_COMPONENTS[@]}") ;;
@@ -32,7 +33,7 @@ done
 [ ${#requested[@]} -gt 0 ] || requested=("${ALL_COMPONENTS[@]}")
 
 for c in "${requested[@]}"; do  # unknown names fail here, before any build starts
-    case $c in contour-module|kubernetes-module) ;; *) component_path "$c" >/dev/null ;; esac
+    case $c in contour-module|kubernetes-module|go) ;; *) component_path "$c" >/dev/null ;; esac
 done
 go_env
 
@@ -132,6 +133,7 @@ for c in "${requested[@]}"; do
     case $c in
         contour-module) p=$(module_dir github.com/projectcontour/contour "$CONTOUR_VERSION") ;;
         kubernetes-module) p=$(module_dir k8s.io/kubernetes "$K8S_VERSION") ;;
+        go) p=$(command -v go) ;;
         *) p=$(build_one "$c") ;;
     esac
     if [ "$print_path" = 1 ]; then echo "$p"; else log "$c: $p"; fi

@@ -5,7 +5,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PACKAGES=(etcd-server containerd runc containernetworking-plugins iptables conntrack mmdebstrap
-          openssl iproute2 procps util-linux curl ca-certificates gcc libc6-dev)
+          openssl iproute2 procps util-linux curl ca-certificates gcc libc6-dev
+          python3-pip)  # build_images.py runs "$PYTHON -m pip download"
 
 [ "$(id -u)" = 0 ] || die "deps.sh must run as root (it installs Debian packages)"
 command -v apt-get >/dev/null || die "apt-get not found: the one-machine cluster needs Debian 12 or Ubuntu"

@@ -14,6 +14,8 @@ PROMETHEUS_VERSION=2.55.1
 HELM_VERSION=v3.19.5
 KUBECONFORM_VERSION=v0.7.0
 KIND_VERSION=v0.30.0             # only for kind-up (needs Docker); not part of "all"
+GO_MIN_VERSION=1.24              # a go on PATH at least this new builds everything
+GO_VERSION=1.26.11               # otherwise this toolchain (golang.org/toolchain, the module GOTOOLCHAIN fetches)
 
 CACHE=${GATEWAY_SIZER_CACHE:-$HOME/.cache/gateway-sizer}
 PYTHON=${PYTHON:-python3}          # any Python >= 3.9; the helpers use only the standard library
@@ -30,9 +32,42 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Go environment: every download and build artefact lives in the cache, never in the repo.
 go_env() {
-    command -v go >/dev/null || die "go not found in PATH; install Go >= 1.24 (https://go.dev/dl)"
     export GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build GOPATH=$CACHE/go
-    export GOFLAGS="-modcacherw -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+    export GOFLAGS="-modcacherw -buildvcs=false" CGO_ENABLED=0
+    local go
+    go=$(go_command)
+    export PATH=${go%/go}:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+}
+
+# The go of the builds: a go >= GO_MIN_VERSION on PATH, else Go GO_VERSION from the module proxy, downloaded
+# once into GOMODCACHE by any older go (Debian 12's golang-go is 1.19, too old for GOTOOLCHAIN, but its
+# `go mod download` fetches and checks the same golang.org/toolchain module). As root with apt-get,
+# installs golang-go for that when there is no go at all; otherwise stops with one line, exit 2.
+go_command() {
+    local go dir arch
+    if go=$(command -v go) && [ "$(printf '%s\n' "$GO_MIN_VERSION" "$(GOTOOLCHAIN=local "$go" env GOVERSION | sed 's/^go//')" \
+            | sort -V | head -1)" = "$GO_MIN_VERSION" ]; then
+        echo "$go"; return
+    fi
+    case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+    dir=$GOMODCACHE/golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$arch
+    if [ ! -x "$dir/bin/go" ]; then
+        if [ -z "$go" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            log "installing Debian's golang-go (to download Go $GO_VERSION)"
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get install -y -q --no-install-recommends golang-go >/dev/null \
+                || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends golang-go >/dev/null; } \
+                || die "apt-get install golang-go failed"
+            go=$(command -v go) || go=/usr/lib/go/bin/go
+        fi
+        [ -n "$go" ] || { printf 'missing: go (Go >= %s); install golang-go (apt-get install golang-go) or Go >= %s (https://go.dev/dl), or run make as root\n' \
+            "$GO_MIN_VERSION" "$GO_MIN_VERSION" >&2; exit 2; }
+        log "downloading Go $GO_VERSION from the module proxy with $("$go" version | cut -d' ' -f3) (once, into $GOMODCACHE)"
+        GOTOOLCHAIN=local "$go" mod download golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$arch >&2 \
+            || die "downloading Go $GO_VERSION (golang.org/toolchain) from the module proxy failed"
+        chmod -R a+x "$dir/pkg/tool" "$dir/bin/gofmt" && chmod a+x "$dir/bin/go"  # zips keep no modes; go last, as go does
+    fi
+    echo "$dir/bin/go"
 }
 
 # Path of a component's binary, whether built yet or not.
@@ -47,7 +82,7 @@ component_path() {
         kubeconform) echo "$BIN_DIR/kubeconform-$KUBECONFORM_VERSION/kubeconform" ;;
         kind) echo "$BIN_DIR/kind-$KIND_VERSION/kind" ;;
         crd2jsonschema) echo "$BIN_DIR/crd2jsonschema-$(crd2jsonschema_key)/crd2jsonschema" ;;
-        *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]} kind contour-module kubernetes-module)" ;;
+        *) die "unknown component '$1' (known: ${ALL_COMPONENTS[*]} kind contour-module kubernetes-module go)" ;;
     esac
 }
 

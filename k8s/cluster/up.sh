@@ -130,18 +130,27 @@ sysctl -q -w net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
 phase "certificates"
 CA=$PKI_DIR/ca
 gen_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null; }
-# cert NAME SUBJECT EXTENSIONS
+# cert NAME SUBJECT EXTENSIONS: a key and a certificate signed by $SIGNER (default: the cluster's CA)
 cert() {
+    local signer=${SIGNER:-$CA}
     gen_key "$PKI_DIR/$1"
     openssl req -new -key "$PKI_DIR/$1.key" -subj "$2" -out "$PKI_DIR/$1.csr" 2>/dev/null
-    openssl x509 -req -in "$PKI_DIR/$1.csr" -CA "$CA.crt" -CAkey "$CA.key" -CAcreateserial -days 365 \
+    openssl x509 -req -in "$PKI_DIR/$1.csr" -CA "$signer.crt" -CAkey "$signer.key" -CAcreateserial -days 365 \
         -extfile <(printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$3") \
         -out "$PKI_DIR/$1.crt" 2>/dev/null || die "openssl could not sign $1"
     rm -f "$PKI_DIR/$1.csr"
 }
-gen_key "$CA"
-openssl req -x509 -new -key "$CA.key" -subj "/CN=gateway-sizer-cluster-ca" -days 365 -out "$CA.crt" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+# ca NAME SUBJECT: a self-signed CA
+ca() {
+    gen_key "$1"
+    openssl req -x509 -new -key "$1.key" -subj "$2" -days 365 -out "$1.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+}
+chmod 700 "$PKI_DIR"  # private keys: root only (the admin key is cluster-admin)
+ca "$CA" "/CN=gateway-sizer-cluster-ca"
+# etcd trusts only certificates of its own CA: one the controller-manager signs CSRs with would do
+ETCD_CA=$PKI_DIR/etcd-ca
+ca "$ETCD_CA" "/CN=gateway-sizer-etcd-ca"
 client="extendedKeyUsage=clientAuth"
 cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
 subjectAltName=DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:$KUBERNETES_SERVICE_IP,IP:$NODE_IP,IP:127.0.0.1"
@@ -153,6 +162,9 @@ cert kube-proxy "/CN=system:kube-proxy" "$client"
 cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "$client"
 cert kubelet-serving "/CN=$NODE_NAME" "extendedKeyUsage=serverAuth
 subjectAltName=DNS:$NODE_NAME,IP:$NODE_IP"
+SIGNER=$ETCD_CA cert etcd-server "/CN=gsz-etcd" "extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1"
+SIGNER=$ETCD_CA cert apiserver-etcd-client "/CN=kube-apiserver-etcd-client" "$client"
 gen_key "$PKI_DIR/sa"
 openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
 
@@ -184,16 +196,26 @@ for n in controller-manager scheduler kube-proxy kubelet; do kubeconfig "$CLUSTE
 kubeconfig "$ADMIN_KUBECONFIG" admin
 
 # ---------------------------------------------------------------- etcd + control plane
-phase "etcd (127.0.0.1:$ETCD_CLIENT_PORT)"
+# TLS on both ports, and only clients with a certificate of the etcd CA (the API server): whoever can write
+# to etcd owns the cluster, and through a privileged pod the host.
+phase "etcd (https://127.0.0.1:$ETCD_CLIENT_PORT, client certificates required)"
+ETCD_URL=https://127.0.0.1:$ETCD_CLIENT_PORT
+ETCD_PEER_URL=https://127.0.0.1:$ETCD_PEER_PORT
 start_daemon etcd etcd --name gsz --data-dir "$CLUSTER_DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "gsz=http://127.0.0.1:$ETCD_PEER_PORT" --initial-cluster-state new
-wait_for "etcd health" 30 etcd curl -sf -m 2 "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+    --listen-peer-urls "$ETCD_PEER_URL" --initial-advertise-peer-urls "$ETCD_PEER_URL" \
+    --initial-cluster "gsz=$ETCD_PEER_URL" --initial-cluster-state new \
+    --cert-file "$PKI_DIR/etcd-server.crt" --key-file "$PKI_DIR/etcd-server.key" \
+    --client-cert-auth --trusted-ca-file "$ETCD_CA.crt" \
+    --peer-cert-file "$PKI_DIR/etcd-server.crt" --peer-key-file "$PKI_DIR/etcd-server.key" \
+    --peer-client-cert-auth --peer-trusted-ca-file "$ETCD_CA.crt"
+wait_for "etcd health" 30 etcd curl -sf -m 2 --cacert "$ETCD_CA.crt" \
+    --cert "$PKI_DIR/apiserver-etcd-client.crt" --key "$PKI_DIR/apiserver-etcd-client.key" "$ETCD_URL/health"
 
 phase "kube-apiserver (https://$NODE_IP:$APISERVER_PORT)"
 start_daemon kube-apiserver "$(component_path kube-apiserver)" \
-    --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --etcd-servers="$ETCD_URL" --etcd-cafile="$ETCD_CA.crt" \
+    --etcd-certfile="$PKI_DIR/apiserver-etcd-client.crt" --etcd-keyfile="$PKI_DIR/apiserver-etcd-client.key" \
     --bind-address="$NODE_IP" --secure-port="$APISERVER_PORT" --advertise-address="$NODE_IP" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --client-ca-file="$CA.crt" --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
-from runner.locust import LocustMaster
-from runner.measure import Capacities
-from runner.metrics import Metrics, Selectors
+from runner.measure import Capacities, LoadGenerator, MetricSource
+from runner.metrics import Selectors
 from runner.plan import Configuration
 
 
@@ -44,11 +43,11 @@ class Platform(ABC):
 
     @property
     @abstractmethod
-    def locust(self) -> LocustMaster: ...
+    def locust(self) -> LoadGenerator: ...
 
     @property
     @abstractmethod
-    def metrics(self) -> Metrics: ...
+    def metrics(self) -> MetricSource: ...
 
     @property
     @abstractmethod
@@ -64,6 +63,15 @@ class Platform(ABC):
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raise PlatformError when a part the run depends on has died."""
+
+    def recover(self) -> list[str]:
+        """Before a configuration: bring back shared parts that died (or raise PlatformError naming them);
+        returns the names of the parts started again."""
+        return []
+
+    def machine_speed(self) -> float | None:
+        """How fast Envoy's CPUs run now, in million reference-loop iterations per second (None: unknown)."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Versions and facts for the report's environment table."""
@@ -83,9 +91,12 @@ class Platform(ABC):
         stop_shielded(self.stop)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def stop_shielded(stop: Callable[[], None]) -> None:
-    """Run a teardown that a second Ctrl-C or SIGTERM must not cut short."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    """Run a teardown that a second Ctrl-C, SIGTERM or SIGHUP must not cut short."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
     try:
         stop()
     finally:

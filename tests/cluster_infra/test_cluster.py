@@ -7,12 +7,15 @@ independently of the state that down.sh itself records.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -85,9 +88,11 @@ def prometheus_series(query: str, deadline_s: float = 90) -> list[dict]:
 @pytest.fixture
 def fresh_host():
     if os.geteuid() != 0:
-        pytest.skip("the one-machine cluster needs root")
+        pytest.fail("the one-machine cluster needs root: run the cluster tests as root")
     if (CLUSTER_DIR / "state").exists():
-        pytest.skip(f"a cluster is already up ({CLUSTER_DIR}); run make cluster-down first")
+        if os.environ.get("GATEWAY_SIZER_TESTS_STARTED_CLUSTER") != "1":  # set by tests/cluster/conftest.py
+            pytest.fail(f"a cluster is already up ({CLUSTER_DIR}): run make cluster-down first")
+        run(["make", "-f", str(K8S / "cluster.mk"), "cluster-down"], timeout=600)  # tests/cluster brought it up
     return host_picture()
 
 
@@ -133,6 +138,13 @@ def test_cluster_up_serves_the_test_bed_and_cluster_down_leaves_nothing(fresh_ho
 
         assert prometheus_series('container_cpu_usage_seconds_total{container="envoy"}'), "no cAdvisor Envoy CPU"
         assert prometheus_series("envoy_http_downstream_rq_total"), "no Envoy request counter"
+        # etcd speaks TLS only, and only to a client with a certificate of its own CA (the API server's)
+        with pytest.raises((urllib.error.URLError, http.client.HTTPException, OSError)):
+            get("http://127.0.0.1:23790/health")
+        with pytest.raises((urllib.error.URLError, http.client.HTTPException, OSError)):
+            urllib.request.urlopen(
+                "https://127.0.0.1:23790/health", timeout=5, context=ssl._create_unverified_context()
+            )
     finally:
         down = run(["make", "-f", str(K8S / "cluster.mk"), "cluster-down"], timeout=600)
 

@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from runner.paths import PROJECT_ROOT
 from runner.platforms.local.processes import Supervisor, free_port, wait_until
-from runner.scenario import PROJECT_ROOT
 
 BUILD = PROJECT_ROOT / "k8s" / "cluster" / "build.sh"
 ETCD = "/usr/bin/etcd"

@@ -1,32 +1,52 @@
-"""The CLI against a real API server: clear one-line errors, nothing left patched, restore after a crash."""
+"""The CLI against a real API server: clear one-line errors, nothing left patched, restore after a crash,
+a resumed run that keeps its first originals, a gateway with a killed run's changes refused."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from k8s_objects import create, workload
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 from sizer_testing import PROJECT_ROOT, run_sizer
+from test_locust_objects import _spec
 
+from runner.errors import PlatformError
+from runner.plan import plan_sweep
 from runner.platforms.kubernetes import workloads as wl
+from runner.platforms.kubernetes.lease import lease_name
+from runner.platforms.kubernetes.loadgen import create_locust
+from runner.platforms.kubernetes.originals import FILE_NAME
+from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.local.processes import free_port
+from runner.scenario import load_scenario
 
 pytestmark = pytest.mark.kubernetes
 ORIGINAL = {"requests": {"cpu": "100m"}}
+KILLED_LEASE_S = 8  # CRASHING_RUN's Lease
 
 
-def _scenario(tmp_path: Path, namespace: str, kubeconfig: Path, **extra: object) -> Path:
+def _scenario(
+    tmp_path: Path, namespace: str, kubeconfig: Path, envoy_cpu: float = 0.5, replicas: int = 3, **extra: object
+) -> Path:
     data = {
         "name": "k8s-test",
         "platform": "kubernetes",
-        "envoy": {"cpu": [0.5], "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"}},
-        "backend": {"workload": {"namespace": namespace, "name": "nginx", "container": "nginx"}},
+        "envoy": {"cpu": [envoy_cpu], "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"}},
+        "backend": {
+            "replicas": [replicas],
+            "workload": {"namespace": namespace, "name": "nginx", "container": "nginx"},
+        },
         "kubernetes": {"kubeconfig": str(kubeconfig), "namespace": namespace, "rollout_timeout_seconds": 5},
         **extra,
     }
@@ -89,61 +109,169 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
     assert summary["status"] == "failed" and "Prometheus" in summary["reason"]
 
 
+# A run killed hard after its changes, through the platform's own steps: the Lease taken, the originals
+# recorded, the workloads annotated and patched (Envoy 150m, --concurrency 1; nginx 2 -> 4 replicas), the
+# Locust objects created. No kubelet runs here, so no rollout is waited for. Its Lease lasts 8 s.
 CRASHING_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from runner.platforms.kubernetes import workloads as wl
+    sys.path.insert(0, "tests/kubernetes")
+    from runner.plan import plan_sweep
     from runner.platforms.kubernetes.connection import connect
     from runner.platforms.kubernetes.loadgen import create_locust
-    from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original
+    from runner.platforms.kubernetes.platform import KubernetesPlatform
     from runner.results import RunStore
     from runner.scenario import load_scenario
-    sys.path.insert(0, "tests/kubernetes")
     from test_locust_objects import _spec
     scenario = load_scenario(sys.argv[1])
     store = RunStore.create(scenario, Path(sys.argv[2]))
-    cluster = connect(scenario.kubernetes.kubeconfig)
-    changes = ClusterChanges(store.run_dir / FILE_NAME)
-    envoy = wl.find(cluster, scenario.envoy.workload, "envoy")
-    nginx = wl.find(cluster, scenario.backend.workload, "backend")
-    recorded = changes.remember(Original(envoy, wl.get_pod_resources(cluster, envoy), args=wl.get_args(cluster, envoy)))
-    recorded.resources_changed = recorded.args_changed = True
-    changes.remember(Original(nginx, wl.get_pod_resources(cluster, nginx), replicas=2)).replicas_changed = True
-    changes.save()
-    wl.set_pod_resources(cluster, envoy, {"envoy": wl.resources_for(0.15, 2**28)}, {"envoy": ["--concurrency", "1"]})
-    wl.scale(cluster, nginx, 4)
-    create_locust(cluster, _spec(scenario.kubernetes.namespace), changes)
-    print("patched", flush=True)
+    platform = KubernetesPlatform(scenario, store.run_dir)
+    platform.lease_duration_s = 8
+    platform.cluster = connect(scenario.kubernetes.kubeconfig)
+    platform.claim(platform.cluster)
+    platform.patch(plan_sweep(scenario).configurations[0])
+    ns = scenario.kubernetes.namespace
+    create_locust(platform.cluster, _spec(ns, run_id=store.run_dir.name, gateway=f"{ns}/envoy"), platform.changes)
+    print(store.run_dir, flush=True)
     time.sleep(600)
 """)
 
 
-def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, tmp_path):
-    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": ORIGINAL}))
-    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig)
-    results = tmp_path / "results"
+def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> Path:
+    """Start CRASHING_RUN, SIGKILL it once it has patched, check what it left; returns its run directory."""
     run = subprocess.Popen(
         [sys.executable, "-c", CRASHING_RUN, str(scenario), str(results)],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert run.stdout.readline().strip() == "patched"
+    run_dir = Path(run.stdout.readline().strip())
     run.send_signal(signal.SIGKILL)  # no cleanup can run
     run.wait()
+    assert run_dir.is_dir(), run_dir
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy)["limits"]["cpu"] == "150m"
     assert wl.get_args(admin, envoy) == ["--concurrency", "1"]
+    assert wl.changed_by(admin, envoy) == run_dir.name
+    assert wl.changed_by(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == run_dir.name
     assert len(admin.apps.list_namespaced_deployment(namespace).items) == 3
+    return run_dir
 
-    result = run_sizer("restore", str((results / "latest").resolve()), "--no-wait")
-    assert result.returncode == 0, result.stderr
-    assert f"restored resources and args of DaemonSet {namespace}/envoy" in result.stdout
-    assert f"restored 2 replicas of Deployment {namespace}/nginx" in result.stdout
+
+def _assert_restored(admin, namespace: str) -> None:
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    nginx = wl.Workload("Deployment", namespace, "nginx", "nginx")
     assert wl.get_resources(admin, envoy) == ORIGINAL
     assert wl.get_args(admin, envoy) is None
+    assert wl.replicas(admin, nginx) == 2
+    assert wl.changed_by(admin, envoy) is None and wl.changed_by(admin, nginx) is None
     assert [d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items] == ["nginx"]
-    assert wl.replicas(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == 2
-    again = run_sizer("restore", str((results / "latest").resolve()))
+    with pytest.raises(ApiException) as gone:
+        client.CoordinationV1Api(admin.api).read_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+    assert gone.value.status == 404
+
+
+def _gateway(admin, namespace: str) -> None:
+    """Envoy (a DaemonSet) and nginx (2 replicas). No controller runs here: their status says every
+    rollout is done, as the controllers would once the pods are up, so an undo's wait ends."""
+    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": ORIGINAL}))
+    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
+    done = {"observedGeneration": 1000}
+    admin.apps.patch_namespaced_daemon_set_status("envoy", namespace, {"status": {**done, "desiredNumberScheduled": 0,
+        "currentNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}})  # fmt: skip
+    replicas = {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 2}
+    admin.apps.patch_namespaced_deployment_status("nginx", namespace, {"status": {**done, **replicas}})
+
+
+def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, tmp_path):
+    _gateway(admin, namespace)
+    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+
+    result = run_sizer("restore", str(run_dir), "--no-wait")
+    assert result.returncode == 0, result.stderr
+    assert f"waited for run {run_dir.name}'s Lease {namespace}/{lease_name(namespace, 'envoy')} to expire" in (
+        result.stdout
+    )
+    assert f"restored resources and args of DaemonSet {namespace}/envoy" in result.stdout
+    assert f"restored 2 replicas of Deployment {namespace}/nginx" in result.stdout
+    _assert_restored(admin, namespace)
+    again = run_sizer("restore", str(run_dir))
     assert again.returncode == 0 and "nothing to restore" in again.stdout
+
+
+def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apiserver, admin, namespace, tmp_path):
+    """H3: the resumed attempt finds the gateway patched; it must not record that as the originals."""
+    _gateway(admin, namespace)
+    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+    recorded = json.loads((run_dir / FILE_NAME).read_text())["originals"]
+    assert recorded[0]["resources"] == {"envoy": ORIGINAL} and recorded[0]["args"] is None
+
+    # the resumed attempt waits for the killed attempt's Lease to expire and takes it over, accepts the
+    # changes as its own, then fails on Prometheus (none here) and on its way out restores the originals
+    result = run_sizer("sweep", "--resume", str(run_dir))
+    _one_line(result, "Prometheus")
+    after = json.loads((run_dir / FILE_NAME).read_text())
+    assert [o["resources"] for o in after["originals"]] == [o["resources"] for o in recorded]
+    assert [o["args"] for o in after["originals"]] == [None, None]
+    assert [o["replicas"] for o in after["originals"]] == [None, 2]
+    _assert_restored(admin, namespace)
+
+
+def test_a_new_run_refuses_a_gateway_that_carries_a_killed_runs_changes(apiserver, admin, namespace, tmp_path):
+    _gateway(admin, namespace)
+    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+    time.sleep(KILLED_LEASE_S + 0.5)  # once its Lease has expired, its annotation still protects the gateway
+    result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "new"))
+    _one_line(
+        result,
+        f"DaemonSet {namespace}/envoy still carries changes of run {run_dir.name} that were never restored",
+        f"run `gateway-sizer restore {run_dir.name}` first",
+    )
+    envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+    assert wl.get_resources(admin, envoy)["limits"]["cpu"] == "150m"  # untouched
+    assert run_sizer("restore", str(run_dir), "--no-wait").returncode == 0
+    _assert_restored(admin, namespace)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs, to be filled."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a tmpfs needs root: run the kubernetes tests as root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def _fill(folder: Path) -> None:
+    descriptor = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(descriptor, b"\0" * 4096)
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(descriptor)
+
+
+def test_undo_goes_on_past_a_full_disk_and_reports_every_failure_together(apiserver, admin, namespace, small_disk):
+    _gateway(admin, namespace)
+    scenario = load_scenario(str(_scenario(small_disk, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)))
+    run_dir = small_disk / "run"
+    run_dir.mkdir()
+    platform = KubernetesPlatform(scenario, run_dir)
+    platform.cluster = admin
+    platform.claim(admin)
+    platform.patch(plan_sweep(scenario).configurations[0])
+    create_locust(admin, _spec(namespace, run_id=run_dir.name, gateway=f"{namespace}/envoy"), platform.changes)
+    _fill(small_disk)  # from here no save of kubernetes-originals.json can succeed
+    with pytest.raises(PlatformError) as incomplete:
+        platform.stop()
+    message = incomplete.value.one_line()
+    assert message.startswith("restore incomplete: cannot save ") and message.count("No space left on device") == 1
+    _assert_restored(admin, namespace)  # every original is back and every object is gone all the same

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from runner.errors import UsageError
 from runner.locust import LocustOptions
+from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes.connection import NotFoundError
-from runner.platforms.kubernetes.loadgen import CONFIGMAP, MASTER, WORKER, LocustDeployment, create_locust
-from runner.platforms.kubernetes.originals import ClusterChanges, undo
-from runner.platforms.kubernetes.platform import KubernetesPlatform
+from runner.platforms.kubernetes.loadgen import (
+    GATEWAY_LABEL,
+    RUN_LABEL,
+    ClusterLocust,
+    LocustDeployment,
+    LocustNames,
+    create_locust,
+    gateway_key,
+)
+from runner.platforms.kubernetes.originals import ClusterChanges, delete_created, undo
 from runner.platforms.kubernetes.workloads import resources_for
-from runner.scenario import PROJECT_ROOT, parse_scenario
+from runner.scenario import parse_scenario
 
 pytestmark = pytest.mark.kubernetes
 LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
+RUN = "20261122-000000-test"
 
 
-def _spec(namespace: str, workers: int = 3) -> LocustDeployment:
+def _spec(
+    namespace: str, workers: int = 3, run_id: str = RUN, gateway: str = "projectcontour/envoy"
+) -> LocustDeployment:
     return LocustDeployment(
         namespace=namespace,
         image="localhost/locust:2.47.0",
@@ -28,71 +40,134 @@ def _spec(namespace: str, workers: int = 3) -> LocustDeployment:
         gateway_url="http://envoy.projectcontour.svc.cluster.local",
         workers=workers,
         worker_resources=resources_for(1.0, 512 * 2**20),
-        run_id="20261122-000000-test",
+        run_id=run_id,
+        gateway=gateway_key(*gateway.split("/")),
     )
 
 
 def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(admin, namespace, tmp_path):
     changes = ClusterChanges(tmp_path / "originals.json")
-    create_locust(admin, _spec(namespace), changes)
-    assert [c["name"] for c in changes.created] == [CONFIGMAP, MASTER, MASTER, WORKER]
+    spec = _spec(namespace)
+    names = spec.names
+    create_locust(admin, spec, changes)
+    assert [c["name"] for c in changes.created] == [names.configmap, names.master, names.master, names.worker]
+    assert names.master == "locust-master-" + names.master.rsplit("-", 1)[1] and len(names.master) == 22
 
-    files = admin.core.read_namespaced_config_map(CONFIGMAP, namespace).data
+    files = admin.core.read_namespaced_config_map(names.configmap, namespace).data
     assert {"gateway.py", "gateway_sizer_stats.py"} <= set(files)
     assert files["gateway.py"] == LOCUSTFILE.read_text()
 
-    master = admin.apps.read_namespaced_deployment(MASTER, namespace).spec.template.spec.containers[0]
-    assert master.args[:2] == [
+    master = admin.apps.read_namespaced_deployment(names.master, namespace)
+    assert master.metadata.labels[RUN_LABEL] == RUN
+    assert master.metadata.labels[GATEWAY_LABEL] == gateway_key("projectcontour", "envoy")
+    container = master.spec.template.spec.containers[0]
+    assert container.args[:2] == [
         "-f",
         "/home/locust/locustfiles/gateway.py,/home/locust/locustfiles/gateway_sizer_stats.py",
     ]
-    assert "--master" in master.args and master.args[-1] == "LeanGatewayUser"
-    assert master.args[master.args.index("--host") + 1] == "http://envoy.projectcontour.svc.cluster.local"
-    assert master.args[master.args.index("--request-path") + 1] == "/index.html"
-    assert master.image_pull_policy == "Never"
+    assert "--master" in container.args and container.args[-1] == "LeanGatewayUser"
+    assert container.args[container.args.index("--host") + 1] == "http://envoy.projectcontour.svc.cluster.local"
+    assert container.args[container.args.index("--request-path") + 1] == "/index.html"
+    assert container.image_pull_policy == "Never"
 
-    service = admin.core.read_namespaced_service(MASTER, namespace)
+    service = admin.core.read_namespaced_service(names.master, namespace)
     assert sorted(p.port for p in service.spec.ports) == [5557, 8089]
 
-    workers = admin.apps.read_namespaced_deployment(WORKER, namespace)
+    workers = admin.apps.read_namespaced_deployment(names.worker, namespace)
     assert workers.spec.replicas == 3
     worker = workers.spec.template.spec.containers[0]
-    assert worker.args[worker.args.index("--master-host") + 1] == MASTER
+    assert worker.args[worker.args.index("--master-host") + 1] == names.master
     assert worker.resources.limits == worker.resources.requests == {"cpu": "1", "memory": "512Mi"}
 
     undo(admin, changes, timeout_s=1, wait=False)
     assert changes.created == []
     for read, name in (
-        (admin.core.read_namespaced_config_map, CONFIGMAP),
-        (admin.core.read_namespaced_service, MASTER),
+        (admin.core.read_namespaced_config_map, names.configmap),
+        (admin.core.read_namespaced_service, names.master),
     ):
-        with pytest.raises(Exception) as gone:
+        with pytest.raises(ApiException) as gone:
             read(name, namespace)
-        assert getattr(gone.value, "status", None) == 404 or isinstance(gone.value, NotFoundError)
+        assert gone.value.status == 404
 
 
-def _platform(namespace: str, tmp_path) -> KubernetesPlatform:
+def test_two_runs_get_objects_of_their_own(admin, namespace, tmp_path):
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    create_locust(admin, _spec(namespace, run_id="run-a"), ClusterChanges(tmp_path / "a" / "originals.json"))
+    create_locust(admin, _spec(namespace, run_id="run-b"), ClusterChanges(tmp_path / "b" / "originals.json"))
+    names = {d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items}
+    expected = {LocustNames(r).master for r in ("run-a", "run-b")} | {LocustNames(r).worker for r in ("run-a", "run-b")}
+    assert names == expected
+
+
+def _loadgen(namespace: str, tmp_path, run_id: str = "new-run", gateway: str = "projectcontour/envoy") -> ClusterLocust:
+    ns, name = gateway.split("/")
     scenario = parse_scenario(
-        {"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}, "kubernetes": {"namespace": namespace}}
+        {
+            "name": "t",
+            "platform": "kubernetes",
+            "envoy": {"cpu": [1], "workload": {"namespace": ns, "name": name, "container": "envoy"}},
+            "kubernetes": {"namespace": namespace},
+        }
     )
-    platform = KubernetesPlatform(scenario, tmp_path)
-    platform.cluster = None
-    return platform
+    (tmp_path / run_id).mkdir(exist_ok=True)
+    return ClusterLocust(scenario, run_id, ClusterChanges(tmp_path / run_id / "originals.json"))
 
 
-def test_leftovers_of_a_killed_run_are_removed_before_a_new_run(admin, namespace, tmp_path):
-    create_locust(admin, _spec(namespace), ClusterChanges(tmp_path / "old.json"))
-    platform = _platform(namespace, tmp_path)
-    platform._remove_leftover_locust(admin)
-    assert admin.apps.list_namespaced_deployment(namespace).items == []
-    assert all(c.metadata.name != CONFIGMAP for c in admin.core.list_namespaced_config_map(namespace).items)
+def test_leftovers_of_a_killed_run_on_the_same_gateway_are_found_by_labels_and_removed(admin, namespace, tmp_path):
+    (tmp_path / "old").mkdir()
+    create_locust(admin, _spec(namespace, run_id="old-run"), ClusterChanges(tmp_path / "old" / "originals.json"))
+    elsewhere = _spec(namespace, run_id="other-gateway-run", gateway="other/envoy")
+    create_locust(admin, elsewhere, ClusterChanges(tmp_path / "old" / "other.json"))
+    deleted = _loadgen(namespace, tmp_path).remove_leftovers(admin)
+    old = LocustNames("old-run")
+    assert sorted(deleted) == sorted(
+        [
+            f"Deployment {namespace}/{old.master}",
+            f"Deployment {namespace}/{old.worker}",
+            f"Service {namespace}/{old.master}",
+            f"ConfigMap {namespace}/{old.configmap}",
+        ]
+    )
+    # the objects of a run on another gateway are not leftovers of this one
+    left = {d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items}
+    assert left == {elsewhere.names.master, elsewhere.names.worker}
 
 
-def test_objects_with_our_names_made_by_someone_else_are_left_alone(admin, namespace, tmp_path):
-    admin.core.create_namespaced_config_map(namespace, {"metadata": {"name": CONFIGMAP}, "data": {"a": "b"}})
-    with pytest.raises(UsageError, match=f"ConfigMap {namespace}/{CONFIGMAP} exists and was not made by gateway-sizer"):
-        _platform(namespace, tmp_path)._remove_leftover_locust(admin)
-    assert admin.core.read_namespaced_config_map(CONFIGMAP, namespace).data == {"a": "b"}
+def test_an_object_with_the_run_name_made_by_someone_else_is_left_alone(admin, namespace, tmp_path):
+    spec = _spec(namespace)
+    admin.core.create_namespaced_config_map(namespace, {"metadata": {"name": spec.names.configmap}, "data": {"a": "b"}})
+    changes = ClusterChanges(tmp_path / "originals.json")
+    with pytest.raises(UsageError, match=f"ConfigMap {namespace}/{spec.names.configmap} exists and was not made by"):
+        create_locust(admin, spec, changes)
+    assert changes.created == []
+    # a tampered originals file that names it: undo leaves it alone too (no managed-by labels)
+    changes.created.append({"kind": "ConfigMap", "namespace": namespace, "name": spec.names.configmap})
+    done = undo(admin, changes, timeout_s=1, wait=False)
+    assert done == [
+        f"left ConfigMap {namespace}/{spec.names.configmap} alone: it lacks gateway-sizer's managed-by labels"
+    ]
+    assert admin.core.read_namespaced_config_map(spec.names.configmap, namespace).data == {"a": "b"}
+
+
+def test_locust_pods_pass_pod_security_restricted(admin, namespace):
+    """The namespace enforces `restricted` on the real API server: Pods made from the Deployments'
+    templates are admitted, and a pod without the settings is not (so the check is real)."""
+    admin.core.patch_namespace(
+        namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    )
+    spec = _spec(namespace)
+    for deployment in (spec.master(), spec.worker()):
+        template = deployment["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "psa-"}, "spec": template["spec"]}
+        created = admin.core.create_namespaced_pod(namespace, pod)
+        assert created.spec.security_context.run_as_non_root is True
+        assert created.spec.automount_service_account_token is False
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"},
+            "spec": {"containers": [{"name": "c", "image": "example/none:1"}]}}  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        admin.core.create_namespaced_pod(namespace, bare)
+    assert refused.value.status == 403 and "violates PodSecurity" in refused.value.body
 
 
 def test_the_service_proxy_session_trusts_the_cluster_ca_whatever_requests_ca_bundle_says(admin, monkeypatch):
@@ -101,3 +176,12 @@ def test_the_service_proxy_session_trusts_the_cluster_ca_whatever_requests_ca_bu
     assert response.status_code == 200 and response.json()["gitVersion"].startswith("v1.34")
     proxied = admin.session().get(admin.service_proxy_url("default", "kubernetes", 443) + "/version", timeout=10)
     assert proxied.json()["kind"] == "Status"  # the API server's own answer about the proxy, not a TLS failure
+
+
+def test_undo_skips_a_created_object_that_is_already_gone(admin, namespace, tmp_path):
+    changes = ClusterChanges(tmp_path / "originals.json")
+    changes.created.append({"kind": "Service", "namespace": namespace, "name": "never-made"})
+    assert undo(admin, changes, timeout_s=1, wait=False) == []
+    assert changes.created == []
+    with pytest.raises(NotFoundError):
+        delete_created(admin, {"kind": "Service", "namespace": namespace, "name": "never-made"})

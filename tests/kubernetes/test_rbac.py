@@ -1,19 +1,24 @@
-"""The runner's ServiceAccount can do its job and nothing more, checked by real requests to the API server."""
+"""The runner's ServiceAccount can do its job and nothing more, checked by real requests to the API server.
+(tests/cluster/test_kubernetes_sweep.py runs a whole sweep with it on the one-machine cluster.)"""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 from k8s_objects import create, kubeconfig_for_token, service_account_token, workload
-from kubernetes import utils
+from kubernetes import client, utils
 from test_locust_objects import _spec
 
+from runner import environment
 from runner.errors import UsageError
+from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.connection import call, connect
+from runner.platforms.kubernetes.lease import GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import LocustDeployment, create_locust
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
-from runner.scenario import PROJECT_ROOT, WorkloadRef
+from runner.platforms.kubernetes.platform import KubernetesPlatform
+from runner.scenario import WorkloadRef, parse_scenario
 
 pytestmark = pytest.mark.kubernetes
 RBAC = PROJECT_ROOT / "k8s" / "manifests" / "rbac"
@@ -34,6 +39,7 @@ def runner_account(admin, apiserver, tmp_path_factory):
     create(admin, workload("Deployment", "projectcontour", "contour", {"contour": {}}))
     create(admin, workload("Deployment", "gateway-loadtest", "nginx", {"nginx": {}}))
     create(admin, workload("DaemonSet", "kube-system", "other", {"other": {}}))
+    create(admin, workload("Deployment", "projectcontour", "other", {"other": {}}))
     token = service_account_token(admin, "gateway-loadtest", "gateway-sizer")
     path = kubeconfig_for_token(apiserver, token, tmp_path_factory.mktemp("sa") / "kubeconfig")
     yield connect(str(path))
@@ -42,6 +48,7 @@ def runner_account(admin, apiserver, tmp_path_factory):
         ("Deployment", "projectcontour", "contour"),
         ("Deployment", "gateway-loadtest", "nginx"),
         ("DaemonSet", "kube-system", "other"),
+        ("Deployment", "projectcontour", "other"),
     ):
         (admin.apps.delete_namespaced_daemon_set if kind == "DaemonSet" else admin.apps.delete_namespaced_deployment)(
             name, ns
@@ -61,12 +68,63 @@ def test_the_runner_account_patches_the_gateway_and_scales_the_backend(runner_ac
     assert wl.replicas(runner_account, nginx) == 3
 
 
+def test_the_runner_account_annotates_the_workloads_it_changes(runner_account):
+    for kind, ns, name in (("DaemonSet", "projectcontour", "envoy"), ("Deployment", "gateway-loadtest", "nginx")):
+        target = wl.Workload(kind, ns, name, name)
+        wl.mark_changed(runner_account, target, "rbac-run")
+        assert wl.changed_by(runner_account, target) == "rbac-run"
+        wl.unmark_changed(runner_account, target, "rbac-run")
+        assert wl.changed_by(runner_account, target) is None
+
+
+def test_the_runner_account_holds_the_gateways_lease(runner_account):
+    envoy = "DaemonSet projectcontour/envoy"
+    lease = GatewayLease(runner_account, "gateway-loadtest", envoy, "projectcontour", "envoy", "rbac-run")
+    lease.acquire()
+    lease.renew()
+    assert lease.renewals == 1 and lease.name == "gateway-sizer.projectcontour.envoy"
+    lease.release()
+    assert lease.read() is None
+
+
+def test_the_runner_account_reaches_prometheus_through_the_service_proxy_and_no_other_service(runner_account):
+    session = runner_account.session()
+    prometheus = session.get(runner_account.service_proxy_url("monitoring", "prometheus", 9090) + "/-/ready")
+    assert prometheus.status_code != 403, prometheus.text  # 404 or 503: no Prometheus runs here, but allowed
+    other = session.get(runner_account.service_proxy_url("monitoring", "grafana", 3000) + "/")
+    assert other.status_code == 403
+
+
+def test_describe_records_nodes_it_may_not_read_instead_of_failing(runner_account, tmp_path):
+    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}})
+    platform = KubernetesPlatform(scenario, tmp_path / "run")
+    platform.cluster = runner_account
+    platform.envoy = wl.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+    facts = platform.describe()
+    assert facts["kubernetes"].startswith("v1.34")
+    assert "nodes" not in facts  # nothing guessed
+    policy = facts["isolation"]["cpu_manager_policy"]
+    assert policy.startswith("unknown (nodes not readable: forbidden to list nodes"), policy
+    environment.collect(facts, {})  # and the facts still make a valid environment record
+
+
 def test_the_runner_account_creates_and_deletes_the_locust_objects(runner_account, tmp_path):
     changes = ClusterChanges(tmp_path / "originals.json")
     spec: LocustDeployment = _spec("gateway-loadtest", workers=2)
     create_locust(runner_account, spec, changes)
     undo(runner_account, changes, timeout_s=1, wait=False)
     assert changes.created == []
+
+
+CLUSTER_ADMIN_FOR_THE_RUNNER = {
+    "metadata": {"name": "x"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+    "subjects": [{"kind": "ServiceAccount", "name": "gateway-sizer", "namespace": "gateway-loadtest"}],
+}
+
+
+def _lease_body(name: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"holderIdentity": "x"}}
 
 
 @pytest.mark.parametrize(
@@ -76,7 +134,13 @@ def test_the_runner_account_creates_and_deletes_the_locust_objects(runner_accoun
             "patch a DaemonSet outside projectcontour",
             lambda c: wl.set_resources(c, wl.Workload("DaemonSet", "kube-system", "other", "other"), {}),
         ),
+        (
+            "patch a Deployment in projectcontour that is not the gateway",
+            lambda c: wl.set_resources(c, wl.Workload("Deployment", "projectcontour", "other", "other"), {}),
+        ),
         ("read Secrets", lambda c: call("list secrets", c.core.list_namespaced_secret, "gateway-loadtest")),
+        ("read Secrets elsewhere", lambda c: call("list secrets", c.core.list_namespaced_secret, "projectcontour")),
+        ("list pods in another namespace", lambda c: call("list pods", c.core.list_namespaced_pod, "kube-system")),
         (
             "create a Deployment in projectcontour",
             lambda c: call(
@@ -90,7 +154,37 @@ def test_the_runner_account_creates_and_deletes_the_locust_objects(runner_accoun
             "delete the gateway",
             lambda c: call("delete", c.apps.delete_namespaced_daemon_set, "envoy", "projectcontour"),
         ),
+        (
+            "take the Lease of another gateway",
+            lambda c: call(
+                "replace",
+                client.CoordinationV1Api(c.api).replace_namespaced_lease,
+                lease_name("other", "envoy"),
+                "gateway-loadtest",
+                _lease_body(lease_name("other", "envoy")),
+            ),
+        ),
         ("list nodes", lambda c: call("list nodes", c.core.list_node)),
+        (
+            "create a Namespace (cluster-scoped)",
+            lambda c: call("create", c.core.create_namespace, {"metadata": {"name": "x"}}),
+        ),
+        (
+            "bind a ClusterRole (cluster-scoped)",
+            lambda c: call(
+                "create",
+                client.RbacAuthorizationV1Api(c.api).create_cluster_role_binding,
+                {
+                    "metadata": {"name": "x"},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": "cluster-admin",
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": "gateway-sizer", "namespace": "gateway-loadtest"}],
+                },
+            ),
+        ),
     ],
 )
 def test_the_runner_account_is_denied_outside_its_scope(runner_account, action, attempt):

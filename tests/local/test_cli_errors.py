@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
-from sizer_testing import run_sizer
+from sizer_testing import PROJECT_ROOT, run_sizer
 
 
 def _one_clear_line(result, *fragments: str) -> None:
@@ -51,3 +54,64 @@ def test_port_in_use_names_the_port_and_how_to_free_it(tmp_path: Path):
         holder.listen()
         result = run_sizer("sweep", "--envoy-cpus", "0.1", "--results", str(tmp_path))
     _one_clear_line(result, "port 8089", "testbed down")
+
+
+# Make variables reach the CLI through the environment: no value can run as shell or make code.
+MAKE_VARIABLES = {"SCENARIO", "PLATFORM", "ENVOY_CPUS", "ENVOY_MEMORY", "NGINX_REPLICAS", "WORKERS", "USERS"}
+MAKE_VARIABLES |= {"STEP_SECONDS", "CLIENT", "RUN", "TARGET_RPS", "HEADROOM", "A", "B", "THRESHOLD_PCT"}
+MAKE_VARIABLES |= {"CORES_PER_REPLICA", "OUTPUT"}
+RUN_DIR = PROJECT_ROOT / "tests" / "report" / "data" / "local-100m-200m-300m"
+
+
+def _make(*args: str) -> subprocess.CompletedProcess:
+    """make in the project, with none of the sweep's variables inherited from this environment."""
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES},
+    )
+
+
+@pytest.fixture
+def venv_ready() -> None:
+    """make's targets below need only the project's .venv; skip where it is not set up (make setup)."""
+    if shutil.which("make") is None or _make("-q", ".venv/.installed").returncode != 0:
+        pytest.skip("needs make and an up-to-date .venv (make setup)")
+
+
+@pytest.mark.usefixtures("venv_ready")
+@pytest.mark.parametrize(
+    ("target", "variable", "others", "named"),
+    [
+        ("plan", "ENVOY_CPUS", {}, "ENVOY_CPUS="),
+        ("report", "RUN", {}, "no run found at 0.1'"),
+        ("recommend", "TARGET_RPS", {"RUN": str(RUN_DIR)}, "--target-rps must be a number"),
+        ("recommend", "CORES_PER_REPLICA", {"TARGET_RPS": "5000", "RUN": str(RUN_DIR)}, "--cores-per-replica must be"),
+        ("recommend", "OUTPUT", {"TARGET_RPS": "5000", "RUN": str(RUN_DIR)}, "--output must be text or yaml"),
+        ("compare", "A", {"B": str(RUN_DIR)}, "no run found at 0.1'"),
+        ("compare", "B", {"A": str(RUN_DIR)}, "no run found at 0.1'"),
+    ],
+)
+def test_make_variables_cannot_inject_shell_or_make_code(tmp_path: Path, target, variable, others, named):
+    pwned = tmp_path / "pwned"
+    value = f"0.1'; touch {pwned}; '\"; touch {pwned}; \"$(shell touch {pwned})`touch {pwned}`$$(touch {pwned})"
+    result = _make(target, f"{variable}={value}", *(f"{k}={v}" for k, v in others.items()))
+    assert not pwned.exists(), "a make variable ran as code"
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("gateway-sizer") and named in lines[0], lines[0]
+
+
+@pytest.mark.usefixtures("venv_ready")
+def test_make_plan_only_runs_the_cli():
+    dry = _make("-n", "plan", "ENVOY_CPUS=0.25,0.5")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.split() == [".venv/bin/gateway-sizer", "plan", '--envoy-cpus="$ENVOY_CPUS"'], dry.stdout
+    result = _make("plan", "ENVOY_CPUS=0.25,0.5", "WORKERS=1")
+    assert result.returncode == 0, result.stderr
+    assert "2 configuration(s)" in result.stdout and "1 worker(s)" in result.stdout, result.stdout

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runner.locust import LocustOptions
 from runner.metrics import Metrics
+from runner.paths import PROJECT_ROOT
 from runner.platforms.local.envoy import CLUSTER_NAME
 from runner.platforms.local.testbed import SELECTORS, LocustSetup
-from runner.scenario import PROJECT_ROOT
 
 LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
 

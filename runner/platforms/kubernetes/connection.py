@@ -1,9 +1,15 @@
-"""Reaching a cluster: kubeconfig or in-cluster credentials, API clients, and the API server's proxy."""
+"""Reaching a cluster: kubeconfig or in-cluster credentials, API clients, and the API server's proxy.
+
+Every API call has a client-side timeout, and a transient failure (the API server unreachable, timing out,
+or answering 429, 500, 502, 503 or 504) is retried with backoff inside runner.http's budget, so a run
+rides out an API server that is restarted or paused for half a minute.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,14 +22,24 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from runner.errors import PlatformError, UnreachableError, UsageError
+from runner.http import BACKOFF_S, MAX_BACKOFF_S, RETRY_BUDGET_S, RetryingClient
 
 REQUEST_TIMEOUT_S = 10.0
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 CLUSTER_HINT = "check KUBECONFIG (or kubernetes.kubeconfig in the scenario) and `kubectl cluster-info`"
 T = TypeVar("T")
 
 
 class NotFoundError(PlatformError):
     """The API server answered 404."""
+
+
+class ConflictError(PlatformError):
+    """The API server answered 409: the object already exists, or changed since it was read."""
+
+
+class ApiBusyError(PlatformError):
+    """The API server answered 429 or 5xx: worth trying again."""
 
 
 @dataclass
@@ -34,6 +50,19 @@ class Cluster:
     core: client.CoreV1Api
     apps: client.AppsV1Api
     host: str
+
+    def client(self) -> RetryingClient:
+        """An HTTP client authenticated like the API client (for service-proxy URLs), retrying transient
+        failures and renewing an expired bearer token on a 401."""
+        return RetryingClient(self.session(), refresh=self._authorize)
+
+    def _authorize(self, session: requests.Session) -> None:
+        cfg = self.api.configuration
+        # kubernetes >= 34 keeps a token under "BearerToken" (older clients: "authorization"); the hook
+        # that renews an expiring one runs inside get_api_key_with_prefix
+        token = cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            session.headers["Authorization"] = token
 
     def session(self) -> requests.Session:
         """An HTTP session authenticated like the API client (for service-proxy URLs)."""
@@ -46,11 +75,7 @@ class Cluster:
         session.verify = (cfg.ssl_ca_cert or True) if cfg.verify_ssl else False
         if cfg.cert_file and cfg.key_file:
             session.cert = (cfg.cert_file, cfg.key_file)
-        if cfg.refresh_api_key_hook is not None:
-            cfg.refresh_api_key_hook(cfg)
-        token = cfg.get_api_key_with_prefix("authorization")
-        if token:
-            session.headers["Authorization"] = token
+        self._authorize(session)
         return session
 
     def service_proxy_url(self, namespace: str, service: str, port: int | str) -> str:
@@ -91,6 +116,10 @@ def translate_errors(action: str) -> Iterator[None]:
             raise NotFoundError(f"cannot {action}: not found ({reason})") from None
         if error.status == 401:
             raise UsageError(f"unauthorized to {action}: {reason}", CLUSTER_HINT) from None
+        if error.status == 409:
+            raise ConflictError(f"cannot {action}: conflict ({reason})") from None
+        if error.status in RETRY_STATUSES:
+            raise ApiBusyError(f"cannot {action}: HTTP {error.status} {reason}") from None
         raise PlatformError(f"cannot {action}: HTTP {error.status} {reason}") from None
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise UnreachableError(
@@ -99,9 +128,20 @@ def translate_errors(action: str) -> Iterator[None]:
 
 
 def call(action: str, function: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Call a client method with a timeout, translating its errors."""
-    with translate_errors(action):
-        return function(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+    """Call a client method with a timeout, translating its errors; transient failures are retried with
+    backoff until RETRY_BUDGET_S has passed, then the last one is raised. A create retried after a lost
+    answer may find its object there: ConflictError, for the caller to judge."""
+    deadline = time.monotonic() + RETRY_BUDGET_S
+    delay = BACKOFF_S
+    while True:
+        try:
+            with translate_errors(action):
+                return function(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+        except (UnreachableError, ApiBusyError):
+            if time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF_S)
 
 
 def exists(function: Callable[..., object], *args: object) -> bool:

@@ -1,25 +1,94 @@
 """Locust in the cluster: a master Deployment and Service, a workers Deployment, the locustfiles ConfigMap.
 
 The manifests are plain data built here (one place), created with the API and labelled so a run's
-objects can be found and removed.
+objects can be found and removed. Each run's objects carry a short hash of its run id in their names
+(`locust-master-1a2b3c4d`) and the labels of the run and of the gateway they load; a run holds the
+gateway's Lease (lease.py), so any other objects labelled with its gateway are leftovers of a run that
+was killed. The pods pass Pod Security `restricted`: non-root, no privilege escalation, no capabilities,
+the runtime's default seccomp profile, no ServiceAccount token.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.locust import MASTER_PORT, STATS_EXTENSION, WEB_PORT, LocustOptions
-from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.originals import ClusterChanges
-from runner.platforms.kubernetes.workloads import resources_for
+from runner.errors import PlatformError, UsageError
+from runner.locust import (
+    MASTER_PORT,
+    READY_PATH,
+    STATS_EXTENSION,
+    WEB_PORT,
+    LocustMaster,
+    LocustOptions,
+    master_args,
+    user_class,
+    worker_args,
+)
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges, delete_created
+from runner.platforms.kubernetes.workloads import Workload, resources_for
+from runner.quantities import parse_cpu, parse_memory
+from runner.scenario import Scenario
 
-MASTER = "locust-master"
+MASTER = "locust-master"  # each name is followed by the run's hash: locust-master-1a2b3c4d
 WORKER = "locust-worker"
 CONFIGMAP = "gateway-sizer-locustfiles"
+COMPONENT_LABEL = "app.kubernetes.io/name"
+RUN_LABEL = "gateway-sizer/run"
+GATEWAY_LABEL = "gateway-sizer/gateway"  # a hash of the gateway's namespace/name
 MOUNT = "/home/locust/locustfiles"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gateway-sizer", "app.kubernetes.io/part-of": "gateway-sizer"}
+LOCUST_UID = 1000  # the user of locustio/locust's image; any non-root uid works for the local image
+DEFAULT_LOCUST_IMAGE = "locustio/locust:2.47.0"
+DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY = "1", "512Mi"
+DEFAULTS_CONFIGMAP = "gateway-sizer-defaults"  # optional, in the test namespace: a cluster's own defaults
+WORKERS_TIMEOUT_S = 180.0
+GONE_TIMEOUT_S = 60.0
+# Pod Security `restricted` (https://kubernetes.io/docs/concepts/security/pod-security-standards/)
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": LOCUST_UID, "runAsGroup": LOCUST_UID,
+                "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def run_hash(run_id: str) -> str:
+    return hashlib.sha256(run_id.encode()).hexdigest()[:8]
+
+
+def gateway_key(namespace: str, name: str) -> str:
+    """The label value that ties Locust objects to the gateway they load."""
+    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:16]
+
+
+def label_value(text: str) -> str:
+    """`text` cut to a valid label value: at most 63 characters, alphanumeric at both ends."""
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", text[:63])
+
+
+@dataclass(frozen=True)
+class LocustNames:
+    """The names of one run's Locust objects."""
+
+    run_id: str
+
+    @property
+    def master(self) -> str:
+        return f"{MASTER}-{run_hash(self.run_id)}"
+
+    @property
+    def worker(self) -> str:
+        return f"{WORKER}-{run_hash(self.run_id)}"
+
+    @property
+    def configmap(self) -> str:
+        return f"{CONFIGMAP}-{run_hash(self.run_id)}"
 
 
 @dataclass(frozen=True)
@@ -36,9 +105,19 @@ class LocustDeployment:
     workers: int
     worker_resources: dict[str, Any]
     run_id: str
+    gateway: str  # gateway_key() of the gateway under load
+
+    @property
+    def names(self) -> LocustNames:
+        return LocustNames(self.run_id)
 
     def labels(self, component: str) -> dict[str, str]:
-        return {"app.kubernetes.io/name": component, "gateway-sizer/run": self.run_id[:63], **MANAGED_BY}
+        return {
+            COMPONENT_LABEL: component,
+            RUN_LABEL: label_value(self.run_id),
+            GATEWAY_LABEL: self.gateway,
+            **MANAGED_BY,
+        }
 
     def _files(self) -> str:
         return f"{MOUNT}/{self.locustfile.name},{MOUNT}/{STATS_EXTENSION}"
@@ -49,7 +128,11 @@ class LocustDeployment:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": CONFIGMAP, "namespace": self.namespace, "labels": self.labels("locustfiles")},
+            "metadata": {
+                "name": self.names.configmap,
+                "namespace": self.namespace,
+                "labels": self.labels("locustfiles"),
+            },
             "data": data,
         }
 
@@ -64,52 +147,42 @@ class LocustDeployment:
             "ports": ports,
             "resources": resources,
             "volumeMounts": [{"name": "locustfiles", "mountPath": MOUNT, "readOnly": True}],
+            "securityContext": CONTAINER_SECURITY,
         }
         return {
             "metadata": {"labels": self.labels(component)},
             "spec": {
                 "containers": [container],
-                "volumes": [{"name": "locustfiles", "configMap": {"name": CONFIGMAP}}],
+                "volumes": [{"name": "locustfiles", "configMap": {"name": self.names.configmap}}],
                 "terminationGracePeriodSeconds": 5,
                 "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "securityContext": POD_SECURITY,
             },
         }
 
-    def _deployment(self, name: str, replicas: int, pod: dict[str, Any]) -> dict[str, Any]:
+    def _deployment(self, component: str, name: str, replicas: int, pod: dict[str, Any]) -> dict[str, Any]:
+        labels = self.labels(component)
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": self.labels(name)},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": self.labels(name)}, "template": pod},
+            "metadata": {"name": name, "namespace": self.namespace, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": pod},
         }
 
     def master(self) -> dict[str, Any]:
-        args = [
-            "-f",
-            self._files(),
-            "--master",
-            "--master-bind-port",
-            str(MASTER_PORT),
-            "--web-port",
-            str(WEB_PORT),
-            "--host",
-            self.gateway_url,
-            "--loglevel",
-            "WARNING",
-            *self.options.as_args(),
-            self.user_class,
-        ]
+        args = master_args(self._files(), self.user_class, self.gateway_url, self.options)
         ports = [{"name": "web", "containerPort": WEB_PORT}, {"name": "master", "containerPort": MASTER_PORT}]
-        probe = {"httpGet": {"path": "/stats/requests", "port": "web"}, "periodSeconds": 2}
+        probe = {"httpGet": {"path": READY_PATH, "port": "web"}, "periodSeconds": 2}
         pod = self._pod(MASTER, args, resources_for(0.5, 512 * 2**20, guaranteed=False), ports)
         pod["spec"]["containers"][0]["readinessProbe"] = probe
-        return self._deployment(MASTER, 1, pod)
+        return self._deployment(MASTER, self.names.master, 1, pod)
 
     def service(self) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": MASTER, "namespace": self.namespace, "labels": self.labels(MASTER)},
+            "metadata": {"name": self.names.master, "namespace": self.namespace, "labels": self.labels(MASTER)},
             "spec": {
                 "selector": self.labels(MASTER),
                 "ports": [
@@ -120,33 +193,148 @@ class LocustDeployment:
         }
 
     def worker(self) -> dict[str, Any]:
-        args = [
-            "-f",
-            self._files(),
-            "--worker",
-            "--master-host",
-            MASTER,
-            "--master-port",
-            str(MASTER_PORT),
-            "--loglevel",
-            "WARNING",
-            *self.options.as_args(),
-            self.user_class,
-        ]
-        return self._deployment(WORKER, self.workers, self._pod(WORKER, args, self.worker_resources, []))
+        args = worker_args(self._files(), self.user_class, self.options, master_host=self.names.master)
+        pod = self._pod(WORKER, args, self.worker_resources, [])
+        return self._deployment(WORKER, self.names.worker, self.workers, pod)
 
 
 def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChanges) -> None:
     """Create the ConfigMap, master, Service and workers, recording each before it exists."""
-    creators = [
+    creators: list[tuple[str, dict[str, Any], Callable[..., Any]]] = [
         ("ConfigMap", spec.configmap(), cluster.core.create_namespaced_config_map),
         ("Deployment", spec.master(), cluster.apps.create_namespaced_deployment),
         ("Service", spec.service(), cluster.core.create_namespaced_service),
         ("Deployment", spec.worker(), cluster.apps.create_namespaced_deployment),
     ]
+    readers = {
+        "ConfigMap": cluster.core.read_namespaced_config_map,
+        "Deployment": cluster.apps.read_namespaced_deployment,
+        "Service": cluster.core.read_namespaced_service,
+    }
     for kind, body, create in creators:
-        record = {"kind": kind, "namespace": spec.namespace, "name": body["metadata"]["name"]}
+        name = body["metadata"]["name"]
+        record = {"kind": kind, "namespace": spec.namespace, "name": name}
         if record not in changes.created:
             changes.created.append(record)
             changes.save()
-        call(f"create {kind} {spec.namespace}/{record['name']}", create, spec.namespace, body)
+        try:
+            call(f"create {kind} {spec.namespace}/{name}", create, spec.namespace, body)
+        except ConflictError:  # there already: ours when a retried create's first attempt got through
+            found: Any = call(f"read {kind} {spec.namespace}/{name}", readers[kind], name, spec.namespace)
+            labels = found.metadata.labels or {}
+            if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
+                changes.created.remove(record)
+                changes.save()
+                raise UsageError(
+                    f"{kind} {spec.namespace}/{name} exists and was not made by this run",
+                    "use another kubernetes.namespace or remove it",
+                ) from None
+
+
+class ClusterLocust:
+    """Locust as pods for one run: leftovers of a killed run removed, the objects created (each recorded
+    before it exists), the workers waited for, the master reached through the API server's proxy."""
+
+    def __init__(self, scenario: Scenario, run_id: str, changes: ClusterChanges) -> None:
+        self.scenario = scenario
+        self.run_id = run_id
+        self.names = LocustNames(run_id)
+        envoy = scenario.envoy.workload
+        self.gateway = gateway_key(envoy.namespace, envoy.name)
+        self.changes = changes
+        self.worker_cpu_cores: float | None = None
+
+    def start(self, cluster: Cluster) -> LocustMaster:
+        """Create this run's Locust and return the client of its master. Call it holding the gateway's
+        Lease: every other Locust object labelled with the gateway is then a leftover, and is deleted."""
+        k8s, load = self.scenario.kubernetes, self.scenario.load
+        defaults = self._defaults(cluster)
+        spec = LocustDeployment(
+            namespace=k8s.namespace,
+            image=k8s.locust_image or defaults.get("locust-image", DEFAULT_LOCUST_IMAGE),
+            pull_policy=k8s.image_pull_policy or defaults.get("image-pull-policy", "IfNotPresent"),
+            user_class=user_class(load),
+            locustfile=load.locustfile,
+            options=LocustOptions.from_load(load),
+            gateway_url=k8s.gateway_url,
+            workers=load.workers,
+            worker_resources=self._worker_resources(defaults),
+            run_id=self.run_id,
+            gateway=self.gateway,
+        )
+        self.remove_leftovers(cluster)
+        create_locust(cluster, spec, self.changes)
+        master = Workload("Deployment", k8s.namespace, self.names.master, "locust")
+        workloads.wait_rolled_out(cluster, master, k8s.rollout_timeout_s)
+        url = cluster.service_proxy_url(k8s.namespace, self.names.master, WEB_PORT)
+        locust = LocustMaster(url, session=cluster.client())
+        try:
+            locust.wait_for_workers(load.workers, WORKERS_TIMEOUT_S)
+        except Exception as error:
+            worker = Workload("Deployment", k8s.namespace, self.names.worker, "locust")
+            detail = workloads.stuck_pod(cluster, worker, workloads.read(cluster, worker))
+            raise PlatformError(f"{error}; {detail}") from None
+        return locust
+
+    def _defaults(self, cluster: Cluster) -> dict[str, str]:
+        """The optional ConfigMap of a cluster's own defaults (image, pull policy, worker size)."""
+        try:
+            found = call(
+                "read the cluster's gateway-sizer defaults",
+                cluster.core.read_namespaced_config_map,
+                DEFAULTS_CONFIGMAP,
+                self.scenario.kubernetes.namespace,
+            )
+        except NotFoundError:
+            return {}
+        return dict(found.data or {})
+
+    def _worker_resources(self, defaults: dict[str, str]) -> dict[str, Any]:
+        """The scenario's worker resources (Guaranteed), else the cluster's defaults, else 1 CPU / 512Mi."""
+        chosen = self.scenario.kubernetes.worker_resources
+        if chosen is not None:
+            self.worker_cpu_cores = chosen.cpu_cores
+            return resources_for(chosen.cpu_cores, chosen.memory_bytes, guaranteed=True)
+        cpu = parse_cpu(defaults.get("worker-cpu", DEFAULT_WORKER_CPU))
+        memory = parse_memory(defaults.get("worker-memory", DEFAULT_WORKER_MEMORY))
+        resources = resources_for(cpu, memory, guaranteed=True)
+        if "worker-cpu-request" in defaults:  # a small node: request less, keep the limit the guards judge by
+            resources["requests"]["cpu"] = defaults["worker-cpu-request"]
+        self.worker_cpu_cores = cpu
+        return resources
+
+    def remove_leftovers(self, cluster: Cluster) -> list[str]:
+        """Delete the Locust objects labelled with this gateway (by gateway-sizer): with the gateway's Lease
+        held, they are a killed run's (or this run's earlier attempt's). Returns what was deleted."""
+        ns = self.scenario.kubernetes.namespace
+        selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, GATEWAY_LABEL: self.gateway}.items())
+        kinds: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+            ("Deployment", cluster.apps.list_namespaced_deployment, cluster.apps.read_namespaced_deployment),
+            ("Service", cluster.core.list_namespaced_service, cluster.core.read_namespaced_service),
+            ("ConfigMap", cluster.core.list_namespaced_config_map, cluster.core.read_namespaced_config_map),
+        ]
+        deleted: list[str] = []
+        for kind, list_them, read in kinds:
+            found = call(f"list {kind}s in {ns}", list_them, ns, label_selector=selector)
+            for obj in found.items:
+                name = obj.metadata.name
+                record = {"kind": kind, "namespace": ns, "name": name}
+                with contextlib.suppress(NotFoundError):
+                    delete_created(cluster, record)
+                _wait_gone(functools.partial(call, "read", read, name, ns), f"{kind} {ns}/{name}")
+                if record in self.changes.created:
+                    self.changes.created.remove(record)
+                    self.changes.save()
+                deleted.append(f"{kind} {ns}/{name}")
+        return deleted
+
+
+def _wait_gone(read: Callable[[], object], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            read()
+        except NotFoundError:
+            return
+        time.sleep(0.5)
+    raise PlatformError(f"{what} is still there {timeout_s:.0f} s after deleting it")

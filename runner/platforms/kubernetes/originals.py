@@ -2,28 +2,41 @@
 
 `gateway-sizer restore <run>` reads it to undo a run that was killed too hard to clean up after itself:
 original container resources, Envoy's args and replica counts go back, and the Locust objects the run
-created go away.
+created go away. A resumed run loads the file its first attempt wrote, so the originals it restores are
+the ones from before any change, never values that run had already patched.
+
+Each workload a run changes also carries the annotation `gateway-sizer/changed-by: <run>` (workloads.py)
+until its originals are back, so another run refuses to start on a gateway that still has them.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.errors import PlatformError, UsageError
+from runner.errors import PlatformError, SizerError, UsageError
+from runner.files import SaveError, write_atomic
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
-from runner.platforms.kubernetes.workloads import Workload, scale, set_pod_resources, wait_rolled_out
+from runner.platforms.kubernetes.workloads import (
+    Workload,
+    scale,
+    set_pod_resources,
+    unmark_changed,
+    wait_rolled_out,
+)
 
 FILE_NAME = "kubernetes-originals.json"
+# Every object gateway-sizer creates carries these; nothing without them is ever deleted.
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gateway-sizer", "app.kubernetes.io/part-of": "gateway-sizer"}
 
 
 @dataclass
 class Original:
     """A workload's state before the run touched it: every container's resources, by name, and the
-    sized container's args (the run sets Envoy's `--concurrency` there)."""
+    sized container's args (the run sets Envoy's `--concurrency` there). `marked`: the workload carries
+    the run's changed-by annotation."""
 
     workload: Workload
     resources: dict[str, dict[str, Any] | None] = field(default_factory=dict)
@@ -32,20 +45,27 @@ class Original:
     replicas_changed: bool = False
     args: list[str] | None = None
     args_changed: bool = False
+    marked: bool = False
 
 
 @dataclass
 class ClusterChanges:
-    """Everything a run changed or created; saved after every change."""
+    """Everything a run changed or created; saved after every change. The file lives in the run
+    directory, whose name is the run id."""
 
     path: Path
     originals: list[Original] = field(default_factory=list)
     created: list[dict[str, str]] = field(default_factory=list)  # {"kind", "namespace", "name"}
 
+    @property
+    def run_id(self) -> str:
+        return self.path.parent.name
+
     def original(self, workload: Workload) -> Original | None:
         return next((o for o in self.originals if o.workload == workload), None)
 
     def remember(self, original: Original) -> Original:
+        """Record a workload's original state, unless it is recorded already (then that record wins)."""
         existing = self.original(original.workload)
         if existing is not None:
             return existing
@@ -54,13 +74,9 @@ class ClusterChanges:
         return original
 
     def save(self) -> None:
-        data = {
-            "originals": [asdict(o) for o in self.originals],
-            "created": self.created,
-        }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, self.path)
+        """Replace the file atomically; SaveError (one line) when it cannot be written."""
+        data = {"originals": [asdict(o) for o in self.originals], "created": self.created}
+        write_atomic(self.path, json.dumps(data, indent=1))
 
     @classmethod
     def load(cls, run_dir: Path) -> ClusterChanges:
@@ -73,20 +89,37 @@ class ClusterChanges:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise UsageError(f"{path.parent} has no {path.name}", "only kubernetes runs change a cluster") from None
+        except ValueError as error:
+            raise UsageError(f"{path} is not valid JSON ({error})") from None
         originals = [Original(**{**o, "workload": Workload(**o["workload"])}) for o in data.get("originals", [])]
         return cls(path, originals, list(data.get("created", [])))
+
+    @classmethod
+    def open(cls, path: Path) -> ClusterChanges:
+        """The changes recorded so far at `path` (a resumed run's first attempt), or none yet."""
+        return cls.load_file(path) if path.exists() else cls(path)
 
     @property
     def pending(self) -> bool:
         return bool(self.created) or any(
-            o.resources_changed or o.args_changed or o.replicas_changed for o in self.originals
+            o.resources_changed or o.args_changed or o.replicas_changed or o.marked for o in self.originals
         )
 
 
 def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: bool = True) -> list[str]:
-    """Put every original back and delete what was created; returns what was done, one line each."""
+    """Put every original back and delete what was created; returns what was done, one line each. Goes
+    on past any failure, a failed save of the file included, and raises one PlatformError naming them all."""
     done: list[str] = []
     problems: list[str] = []
+
+    def save() -> None:
+        try:
+            changes.save()
+        except (SaveError, OSError) as error:  # a full disk, or the run directory gone
+            text = str(error) if isinstance(error, SaveError) else f"cannot save {changes.path}: {error}"
+            if text not in problems:
+                problems.append(text)
+
     for original in changes.originals:
         try:
             if original.resources_changed or original.args_changed:
@@ -100,23 +133,30 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
                 scale(cluster, original.workload, original.replicas)
                 original.replicas_changed = False
                 done.append(f"restored {original.replicas} replicas of {original.workload}")
+            if original.marked:
+                unmark_changed(cluster, original.workload, changes.run_id)
+                original.marked = False
         except NotFoundError:
             original.resources_changed = original.args_changed = original.replicas_changed = False
+            original.marked = False
             done.append(f"{original.workload} no longer exists")
         except Exception as error:  # keep undoing the rest; report everything that failed together
             problems.append(f"{original.workload}: {error}")
-        changes.save()
+        save()
     for created in list(changes.created):
+        what = f"{created['kind']} {created['namespace']}/{created['name']}"
         try:
             delete_created(cluster, created)
-            done.append(f"deleted {created['kind']} {created['namespace']}/{created['name']}")
+            done.append(f"deleted {what}")
         except NotFoundError:
             pass
+        except NotOursError as error:
+            done.append(str(error))
         except Exception as error:
-            problems.append(f"{created['kind']} {created['namespace']}/{created['name']}: {error}")
+            problems.append(f"{what}: {error}")
             continue
         changes.created.remove(created)
-        changes.save()
+        save()
     if wait:
         for original in changes.originals:
             try:
@@ -128,11 +168,24 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
     return done
 
 
+class NotOursError(SizerError):
+    """An object recorded as created by a run lacks gateway-sizer's labels: someone else's, left alone."""
+
+
 def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
+    """Delete an object a run created, after checking it carries gateway-sizer's managed-by labels
+    (NotOursError otherwise: a file edited by hand, or a name taken by someone else since)."""
     kind, namespace, name = created["kind"], created["namespace"], created["name"]
-    deleters = {
-        "Deployment": cluster.apps.delete_namespaced_deployment,
-        "Service": cluster.core.delete_namespaced_service,
-        "ConfigMap": cluster.core.delete_namespaced_config_map,
+    api = {
+        "Deployment": (cluster.apps.read_namespaced_deployment, cluster.apps.delete_namespaced_deployment),
+        "Service": (cluster.core.read_namespaced_service, cluster.core.delete_namespaced_service),
+        "ConfigMap": (cluster.core.read_namespaced_config_map, cluster.core.delete_namespaced_config_map),
     }
-    call(f"delete {kind} {namespace}/{name}", deleters[kind], name, namespace, propagation_policy="Background")
+    if kind not in api:
+        raise NotOursError(f"left {kind} {namespace}/{name} alone: gateway-sizer creates no {kind}")
+    read, delete = api[kind]
+    obj: Any = call(f"read {kind} {namespace}/{name}", read, name, namespace)
+    labels = obj.metadata.labels or {}
+    if any(labels.get(key) != value for key, value in MANAGED_BY.items()):
+        raise NotOursError(f"left {kind} {namespace}/{name} alone: it lacks gateway-sizer's managed-by labels")
+    call(f"delete {kind} {namespace}/{name}", delete, name, namespace, propagation_policy="Background")

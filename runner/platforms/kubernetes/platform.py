@@ -1,66 +1,82 @@
 """The kubernetes platform: patch a real Contour/Envoy gateway, run Locust as pods, read Prometheus.
 
-Everything it changes is recorded in the run directory before the change (see originals.py) and undone
-on exit, on Ctrl-C and on failure; `gateway-sizer restore <run>` undoes a run that was killed hard.
+One run per gateway: the run holds the gateway's Lease while it runs (lease.py). Everything it changes is
+recorded in the run directory before the change (see originals.py), each changed workload is annotated
+with the run, and all of it is undone on exit, on Ctrl-C and on failure; `gateway-sizer restore <run>`
+undoes a run that was killed hard, and a new run refuses a gateway that still carries another's changes.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
-from runner.errors import PlatformError, UsageError
-from runner.locust import WEB_PORT, LocustMaster, LocustOptions
+from runner.errors import PlatformError, UnreachableError, UsageError
+from runner.http import is_redacted, redact_url
+from runner.locust import WEB_PORT, LocustMaster
 from runner.measure import Capacities
 from runner.metrics import Metrics, Selector, Selectors
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
+from runner.platforms.kubernetes import nodes as nodefacts
 from runner.platforms.kubernetes import workloads
-from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call, connect
-from runner.platforms.kubernetes.loadgen import CONFIGMAP, MANAGED_BY, MASTER, WORKER, LocustDeployment, create_locust
-from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, delete_created, undo
+from runner.platforms.kubernetes.connection import Cluster, call, connect
+from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
+from runner.platforms.kubernetes.loadgen import ClusterLocust
+from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
 from runner.platforms.kubernetes.workloads import Workload
-from runner.quantities import format_cpu, parse_cpu, parse_memory
+from runner.quantities import format_cpu
 from runner.scenario import Scenario
-
-DEFAULT_LOCUST_IMAGE = "locustio/locust:2.47.0"
-DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY = "1", "512Mi"
-DEFAULTS_CONFIGMAP = "gateway-sizer-defaults"  # optional, in the test namespace: a cluster's own defaults
-WORKERS_TIMEOUT_S = 180.0
-ENDPOINTS_TIMEOUT_S = 120.0
 
 
 class KubernetesPlatform(Platform):
     """A cluster reached with the kubernetes client; the gateway found by name (default projectcontour/envoy)."""
 
     name = "kubernetes"
+    lease_duration_s = LEASE_DURATION_S
 
-    def __init__(self, scenario: Scenario, run_dir: Path, **_options: object) -> None:
+    def __init__(self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False) -> None:
+        if free_ports:
+            raise UsageError("--free-ports applies to the local platform only", "leave it out on kubernetes")
         self.scenario = scenario
         self.run_dir = run_dir
-        self.changes = ClusterChanges(run_dir / FILE_NAME)
+        self.run_id = run_dir.name
+        # a resumed run keeps what its first attempt recorded: the originals from before any change
+        self.changes = ClusterChanges.open(run_dir / FILE_NAME)
         self.cluster: Cluster | None = None
+        self.lease: GatewayLease | None = None
         self.envoy: Workload | None = None
         self.contour: Workload | None = None
         self.backend: Workload | None = None
         self._locust: LocustMaster | None = None
         self._metrics: Metrics | None = None
-        self._worker_cpu: float | None = None
+        self.loadgen = ClusterLocust(scenario, run_dir.name, self.changes)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
         k8s = self.scenario.kubernetes
         self.cluster = cluster = connect(k8s.kubeconfig, k8s.context)
+        self.claim(cluster)
+        self._metrics = self._connect_prometheus(cluster)
+        self._locust = self.loadgen.start(cluster)
+
+    def claim(self, cluster: Cluster) -> None:
+        """Find the workloads, take the gateway's Lease (one line naming the holder when another run is on
+        it), refuse a gateway that still carries a killed run's changes, and record the originals."""
         self.envoy = workloads.find(cluster, self.scenario.envoy.workload, "envoy")
+        self.lease = lease_for(cluster, self.scenario, self.run_id, str(self.envoy), self.lease_duration_s)
+        self.lease.wait_and_acquire(for_run=self.run_id)  # a resume waits out its killed attempt's Lease
+        self.lease.start_renewing()
         if self.scenario.contour.resources:
             self.contour = workloads.find(cluster, self.scenario.contour.workload, "contour")
         self.backend = workloads.find(cluster, self.scenario.backend.workload, "backend")
-        self._metrics = self._connect_prometheus(cluster)
         for workload in (self.envoy, self.contour, self.backend):
             if workload is not None:
+                workloads.refuse_foreign_changes(workload, workloads.changed_by(cluster, workload), self.run_id)
+        for workload in (self.envoy, self.contour, self.backend):
+            if workload is not None:  # kept as recorded first when this run is resumed
                 self.changes.remember(
                     Original(
                         workload,
@@ -69,99 +85,35 @@ class KubernetesPlatform(Platform):
                         args=workloads.get_args(cluster, workload) if workload is self.envoy else None,
                     )
                 )
-        self._start_locust(cluster)
 
     def _connect_prometheus(self, cluster: Cluster) -> Metrics:
         spec = self.scenario.prometheus
+        if spec.url and is_redacted(spec.url):
+            raise UsageError(
+                f"prometheus.url {spec.url} has its credentials removed (a run directory keeps none)",
+                "pass --scenario with the scenario file that has them",
+            )
         if spec.url:
             metrics = Metrics(spec.url, scrape_interval_s=spec.scrape_interval_s)
         else:
             service = spec.service
             url = cluster.service_proxy_url(service.namespace, service.name, service.port)
-            metrics = Metrics(url, session=cluster.session(), scrape_interval_s=spec.scrape_interval_s)
+            metrics = Metrics(url, session=cluster.client(), scrape_interval_s=spec.scrape_interval_s)
         metrics.check()
         return metrics
 
-    def _defaults(self, cluster: Cluster) -> dict[str, str]:
-        try:
-            found = call(
-                "read the cluster's gateway-sizer defaults",
-                cluster.core.read_namespaced_config_map,
-                DEFAULTS_CONFIGMAP,
-                self.scenario.kubernetes.namespace,
-            )
-        except NotFoundError:
-            return {}
-        return dict(found.data or {})
-
-    def _start_locust(self, cluster: Cluster) -> None:
-        k8s, load = self.scenario.kubernetes, self.scenario.load
-        defaults = self._defaults(cluster)
-        spec = LocustDeployment(
-            namespace=k8s.namespace,
-            image=k8s.locust_image or defaults.get("locust-image", DEFAULT_LOCUST_IMAGE),
-            pull_policy=k8s.image_pull_policy or defaults.get("image-pull-policy", "IfNotPresent"),
-            user_class=load.locust_user_class,
-            locustfile=load.locustfile,
-            options=LocustOptions.from_load(load),
-            gateway_url=k8s.gateway_url,
-            workers=load.workers,
-            worker_resources=self._worker_resources(defaults),
-            run_id=self.run_dir.name,
-        )
-        self._remove_leftover_locust(cluster)
-        create_locust(cluster, spec, self.changes)
-        master = Workload("Deployment", k8s.namespace, MASTER, "locust")
-        workloads.wait_rolled_out(cluster, master, k8s.rollout_timeout_s)
-        url = cluster.service_proxy_url(k8s.namespace, MASTER, WEB_PORT)
-        self._locust = LocustMaster(url, session=cluster.session())
-        try:
-            self._locust.wait_for_workers(load.workers, WORKERS_TIMEOUT_S)
-        except Exception as error:
-            worker = Workload("Deployment", k8s.namespace, WORKER, "locust")
-            detail = workloads.stuck_pod(cluster, worker, workloads.read(cluster, worker))
-            raise PlatformError(f"{error}; {detail}") from None
-
-    def _worker_resources(self, defaults: dict[str, str]) -> dict[str, Any]:
-        """The scenario's worker resources (Guaranteed), else the cluster's defaults, else 1 CPU / 512Mi."""
-        chosen = self.scenario.kubernetes.worker_resources
-        if chosen is not None:
-            return workloads.resources_for(chosen.cpu_cores, chosen.memory_bytes, guaranteed=True)
-        cpu = parse_cpu(defaults.get("worker-cpu", DEFAULT_WORKER_CPU))
-        memory = parse_memory(defaults.get("worker-memory", DEFAULT_WORKER_MEMORY))
-        resources = workloads.resources_for(cpu, memory, guaranteed=True)
-        if "worker-cpu-request" in defaults:  # a small node: request less, keep the limit the guards judge by
-            resources["requests"]["cpu"] = defaults["worker-cpu-request"]
-        self._worker_cpu = cpu
-        return resources
-
-    def _remove_leftover_locust(self, cluster: Cluster) -> None:
-        """Objects with our names from an earlier run that was killed: ours to delete, anyone else's to keep."""
-        ns = self.scenario.kubernetes.namespace
-        readers = [
-            ("ConfigMap", CONFIGMAP, cluster.core.read_namespaced_config_map),
-            ("Deployment", MASTER, cluster.apps.read_namespaced_deployment),
-            ("Service", MASTER, cluster.core.read_namespaced_service),
-            ("Deployment", WORKER, cluster.apps.read_namespaced_deployment),
-        ]
-        for kind, name, read in readers:
-            try:
-                obj = call(f"read {kind} {ns}/{name}", read, name, ns)
-            except NotFoundError:
-                continue
-            labels = obj.metadata.labels or {}
-            if any(labels.get(k) != v for k, v in MANAGED_BY.items()):
-                raise UsageError(
-                    f"{kind} {ns}/{name} exists and was not made by gateway-sizer",
-                    "use another kubernetes.namespace or remove it",
-                )
-            delete_created(cluster, {"kind": kind, "namespace": ns, "name": name})
-            _wait_gone(lambda read=read, name=name: call("read", read, name, ns), f"{kind} {ns}/{name}")
-
     def apply(self, config: Configuration) -> None:
+        self.check()
+        cluster = self._cluster()
+        for workload in self.patch(config):
+            workloads.wait_rolled_out(cluster, workload, self.scenario.kubernetes.rollout_timeout_s)
+        self._check_envoy_limit(cluster, config)
+
+    def patch(self, config: Configuration) -> list[Workload]:
+        """Give the workloads the configuration's resources, args and replicas, each change recorded (and
+        the workload annotated) before it is made; returns the workloads that roll out."""
         cluster, envoy = self._cluster(), self.envoy
         assert envoy is not None and self.backend is not None
-        timeout = self.scenario.kubernetes.rollout_timeout_s
         changed: list[Workload] = []
         if config.contour is not None and self.contour is not None:
             sized = workloads.resources_for(config.contour.cpu_cores, config.contour.memory_bytes)
@@ -175,13 +127,12 @@ class KubernetesPlatform(Platform):
             changed.append(envoy)
         original = self.changes.original(self.backend)
         if original is not None and workloads.replicas(cluster, self.backend) != config.backend_replicas:
+            self._mark(cluster, original)
             original.replicas_changed = True
             self.changes.save()
             workloads.scale(cluster, self.backend, config.backend_replicas)
             changed.append(self.backend)
-        for workload in changed:
-            workloads.wait_rolled_out(cluster, workload, timeout)
-        self._check_envoy_limit(cluster, config)
+        return changed
 
     def _set(
         self,
@@ -209,11 +160,20 @@ class KubernetesPlatform(Platform):
         if not new_resources and not new_args:
             return False
         if original is not None:  # recorded before the change, so a crash can be undone
+            self._mark(cluster, original)
             original.resources_changed = original.resources_changed or new_resources
             original.args_changed = original.args_changed or new_args
             self.changes.save()
         workloads.set_pod_resources(cluster, workload, wanted, {workload.container: args} if new_args else None)
         return True
+
+    def _mark(self, cluster: Cluster, original: Original) -> None:
+        """Annotate the workload with this run before its first change (recorded before it is made)."""
+        if original.marked:
+            return
+        original.marked = True
+        self.changes.save()
+        workloads.mark_changed(cluster, original.workload, self.run_id)
 
     def _check_envoy_limit(self, cluster: Cluster, config: Configuration) -> None:
         """The patch held: the CPU limit, the QoS class and the worker threads are what was asked."""
@@ -239,11 +199,22 @@ class KubernetesPlatform(Platform):
             )
 
     def stop(self) -> None:
-        if self.cluster is None or not self.changes.pending:
-            return
-        if self.scenario.kubernetes.keep_locust:
-            self.changes.created = [c for c in self.changes.created if c["name"] not in (MASTER, WORKER, CONFIGMAP)]
-        undo(self.cluster, self.changes, self.scenario.kubernetes.rollout_timeout_s)
+        try:
+            if self.cluster is None or not self.changes.pending:
+                return
+            if self.scenario.kubernetes.keep_locust:
+                names = self.loadgen.names
+                kept = (names.master, names.worker, names.configmap)
+                self.changes.created = [c for c in self.changes.created if c["name"] not in kept]
+            undo(self.cluster, self.changes, self.scenario.kubernetes.rollout_timeout_s)
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+
+    def check(self) -> None:
+        """PlatformError once another run has taken the gateway's Lease over."""
+        if self.lease is not None:
+            self.lease.check()
 
     def _cluster(self) -> Cluster:
         if self.cluster is None:
@@ -270,7 +241,7 @@ class KubernetesPlatform(Platform):
         return Selectors(
             envoy=Selector(envoy.namespace, f"{envoy.name}-.*", envoy.container),
             backend=Selector(backend.namespace, f"{backend.name}-.*", backend.container),
-            generator=Selector(ns, f"{WORKER}-.*", "locust"),
+            generator=Selector(ns, f"{self.loadgen.names.worker}-.*", "locust"),
         )
 
     @property
@@ -279,32 +250,43 @@ class KubernetesPlatform(Platform):
         backend = self.scenario.backend.workload
         return Endpoints(
             gateway=k8s.gateway_url,
-            locust_web_ui=f"kubectl -n {k8s.namespace} port-forward svc/{MASTER} {WEB_PORT}, then http://127.0.0.1:{WEB_PORT}",
-            prometheus=self.metrics.url if self._metrics else "(not connected)",
+            locust_web_ui=f"kubectl -n {k8s.namespace} port-forward svc/{self.loadgen.names.master} {WEB_PORT}, "
+            f"then http://127.0.0.1:{WEB_PORT}",
+            prometheus=redact_url(self.metrics.url) if self._metrics else "(not connected)",
             backend=f"http://{backend.name}.{backend.namespace}.svc.cluster.local",
         )
 
     def capacities(self) -> Capacities:
         chosen = self.scenario.kubernetes.worker_resources
-        worker = chosen.cpu_cores if chosen is not None else self._worker_cpu
+        worker = chosen.cpu_cores if chosen is not None else self.loadgen.worker_cpu_cores
         backend = self.scenario.backend.cpu_cores
         return Capacities(generator_cores=min(1.0, worker) if worker else 1.0, backend_cores=backend)
 
     def describe(self) -> dict[str, Any]:
         cluster = self._cluster()
         version = call("read the server version", client.VersionApi(cluster.api).get_code)
-        facts: dict[str, Any] = {"kubernetes": version.git_version, "api_server": cluster.host}
-        nodes = call("list nodes", cluster.core.list_node)
-        facts["nodes"] = [
-            {
-                "name": n.metadata.name,
-                "cpu": n.status.capacity.get("cpu"),
-                "memory": n.status.capacity.get("memory"),
-                "kernel": n.status.node_info.kernel_version,
-                "runtime": n.status.node_info.container_runtime_version,
-            }
-            for n in nodes.items
-        ]
+        facts: dict[str, Any] = {"kubernetes": version.git_version, "api_server": redact_url(cluster.host)}
+        try:
+            nodes = call("list nodes", cluster.core.list_node)
+        except UnreachableError:
+            raise
+        except UsageError as error:  # the in-cluster runner's RBAC reads no cluster-scoped object
+            facts["isolation"] = {"cpu_manager_policy": f"unknown (nodes not readable: {error})", "note": ""}
+        else:
+            facts["nodes"] = [
+                {
+                    "name": n.metadata.name,
+                    "cpu": n.status.capacity.get("cpu"),
+                    "memory": n.status.capacity.get("memory"),
+                    "kernel": n.status.node_info.kernel_version,
+                    "runtime": n.status.node_info.container_runtime_version,
+                    "cpu_model": nodefacts.cpu_model(n.metadata.labels),
+                }
+                for n in nodes.items
+            ]
+            facts["isolation"] = nodefacts.isolation(
+                {str(n.metadata.name): nodefacts.cpu_manager_policy(cluster, str(n.metadata.name)) for n in nodes.items}
+            )
         facts["versions"] = {
             "envoy": _image_tag(cluster, self.envoy),
             "contour": _image_tag(cluster, self.contour),
@@ -323,12 +305,43 @@ def _image_tag(cluster: Cluster, workload: Workload | None) -> str | None:
     return None
 
 
-def _wait_gone(read: Any, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            read()
-        except NotFoundError:
-            return
-        time.sleep(0.5)
-    raise PlatformError(f"{what} is still there {timeout_s:.0f} s after deleting it")
+def lease_for(
+    cluster: Cluster, scenario: Scenario, run_id: str, gateway: str, duration_s: int = LEASE_DURATION_S
+) -> GatewayLease:
+    """The Lease on the scenario's gateway, in the Locust namespace."""
+    envoy = scenario.envoy.workload
+    return GatewayLease(
+        cluster,
+        scenario.kubernetes.namespace,
+        gateway,
+        envoy.namespace,
+        envoy.name,
+        run_id,
+        duration_s=duration_s,
+        renew_interval_s=min(RENEW_INTERVAL_S, duration_s / 4),
+    )
+
+
+def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
+    """Undo what a run recorded in its run directory; one line per thing done. Holds the gateway's Lease
+    meanwhile: waits for it while the run being restored may still hold it (at most until it expires), and
+    refuses at once when another run holds it."""
+    from runner.scenario import load_scenario
+
+    changes = ClusterChanges.load(run_dir)
+    if not changes.pending:
+        return [f"nothing to restore: {run_dir.name} left no changes behind"]
+    scenario = load_scenario(str(run_dir / "scenario.yaml"))
+    k8s = scenario.kubernetes
+    cluster = connect(k8s.kubeconfig, k8s.context)
+    envoy = scenario.envoy.workload
+    lease = lease_for(cluster, scenario, run_dir.name, f"the gateway {envoy.namespace}/{envoy.name}")
+    lines: list[str] = []
+    waited = lease.wait_and_acquire(for_run=run_dir.name)
+    if waited is not None:
+        lines.append(f"waited for run {run_dir.name}'s {lease} to expire (it was killed without releasing it)")
+    try:
+        lines += undo(cluster, changes, k8s.rollout_timeout_s, wait=wait)
+    finally:
+        lease.release()
+    return lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from runner.errors import PlatformError, UsageError
@@ -19,6 +20,9 @@ BURSTABLE_REQUEST_CPU = "100m"
 # execs the contour binary, which thrashed for minutes (and the rollout with it) under a 16Mi limit.
 SIDECAR_MINIMUM = {"cpu": "50m", "memory": "64Mi"}
 CONCURRENCY_FLAG = "--concurrency"  # Envoy's worker threads
+# On a workload a run has changed, until its originals are back: the run's id (see originals.py).
+CHANGED_BY = "gateway-sizer/changed-by"
+_CHANGED_BY_PATH = "/metadata/annotations/" + CHANGED_BY.replace("~", "~0").replace("/", "~1")
 
 
 @dataclass(frozen=True)
@@ -113,20 +117,57 @@ def set_pod_resources(
     them) exactly, in one JSON patch: one rollout."""
     obj = read(cluster, workload)
     patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
-    for name, value in resources.items():
-        patch.append({"op": "add", "path": f"{_container(obj, name)[0]}/resources", "value": value or {}})
-    for name, value in (args or {}).items():
+    for name, sized in resources.items():
+        patch.append({"op": "add", "path": f"{_container(obj, name)[0]}/resources", "value": sized or {}})
+    for name, argv in (args or {}).items():
         path, container = _container(obj, name)
-        if value is not None:
-            patch.append({"op": "add", "path": f"{path}/args", "value": list(value)})
+        if argv is not None:
+            patch.append({"op": "add", "path": f"{path}/args", "value": list(argv)})
         elif container.args is not None:
             patch.append({"op": "remove", "path": f"{path}/args"})
-    patcher = (
-        cluster.apps.patch_namespaced_daemon_set
-        if workload.kind == "DaemonSet"
-        else cluster.apps.patch_namespaced_deployment
-    )
-    call(f"patch {workload}", patcher, workload.name, workload.namespace, patch)
+    call(f"patch {workload}", _patcher(cluster, workload.kind), workload.name, workload.namespace, patch)
+
+
+def _patcher(cluster: Cluster, kind: Kind):
+    return cluster.apps.patch_namespaced_daemon_set if kind == "DaemonSet" else cluster.apps.patch_namespaced_deployment
+
+
+def changed_by(cluster: Cluster, workload: Workload) -> str | None:
+    """The run whose changes the workload still carries (its changed-by annotation), if any."""
+    return (read(cluster, workload).metadata.annotations or {}).get(CHANGED_BY)
+
+
+def refuse_foreign_changes(workload: Workload, holder: str | None, run_id: str) -> None:
+    """UsageError (one line) when another run's changes are still on the workload."""
+    if holder is not None and holder != run_id:
+        raise UsageError(
+            f"{workload} still carries changes of run {holder} that were never restored",
+            f"run `gateway-sizer restore {holder}` first",
+        )
+
+
+def mark_changed(cluster: Cluster, workload: Workload, run_id: str) -> None:
+    """Annotate the workload as changed by `run_id` (before the change is made); UsageError when it
+    carries another run's changes."""
+    obj = read(cluster, workload)
+    annotations = obj.metadata.annotations or {}
+    refuse_foreign_changes(workload, annotations.get(CHANGED_BY), run_id)
+    if annotations.get(CHANGED_BY) == run_id:
+        return
+    patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
+    if obj.metadata.annotations is None:
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {CHANGED_BY: run_id}})
+    else:
+        patch.append({"op": "add", "path": _CHANGED_BY_PATH, "value": run_id})
+    call(f"annotate {workload}", _patcher(cluster, workload.kind), workload.name, workload.namespace, patch)
+
+
+def unmark_changed(cluster: Cluster, workload: Workload, run_id: str) -> None:
+    """Remove the changed-by annotation if it names `run_id` (its originals are back)."""
+    if changed_by(cluster, workload) != run_id:
+        return
+    patch = [{"op": "test", "path": _CHANGED_BY_PATH, "value": run_id}, {"op": "remove", "path": _CHANGED_BY_PATH}]
+    call(f"annotate {workload}", _patcher(cluster, workload.kind), workload.name, workload.namespace, patch)
 
 
 def get_args(cluster: Cluster, workload: Workload) -> list[str] | None:
@@ -230,7 +271,8 @@ def _selector(obj: Any) -> str:
 def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
     """One line about the first pod of the workload that is not ready: phase, waiting reason, last event."""
     pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
-    for pod in pods.items:
+    # a pod being replaced (terminating) says less than the new one that does not come up
+    for pod in sorted(pods.items, key=lambda p: p.metadata.deletion_timestamp is not None):
         conditions = {c.type: c for c in pod.status.conditions or []}
         ready = conditions.get("Ready")
         if ready is not None and ready.status == "True" and pod.metadata.deletion_timestamp is None:
@@ -249,8 +291,11 @@ def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
             field_selector=f"involvedObject.name={pod.metadata.name}",
         )
         if events.items:
-            last = max(events.items, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
-            detail += f"; last event {last.reason}: {last.message}"
+            last = max(events.items, key=_event_time)
+            told = str(scheduled.message or "") if scheduled is not None and scheduled.status == "False" else ""
+            event = str(last.message or "")
+            said = bool(told and event) and (told in event or event in told)
+            detail += f"; last event {last.reason}" + ("" if said else f": {last.message}")  # no message twice
         return f"pod {pod.metadata.name} {detail}"
     return "no pod of it is failing, but its status is not updated (is the controller-manager running?)"
 
@@ -260,7 +305,7 @@ def pod_qos_classes(cluster: Cluster, workload: Workload) -> dict[str, str]:
     obj = read(cluster, workload)
     pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
     return {
-        pod.metadata.name: str(pod.status.qos_class)
+        str(pod.metadata.name): str(pod.status.qos_class)
         for pod in pods.items
         if pod.metadata.deletion_timestamp is None and pod.status is not None
     }
@@ -281,3 +326,9 @@ def scale(cluster: Cluster, workload: Workload, count: int) -> None:
         workload.namespace,
         {"spec": {"replicas": count}},
     )
+
+
+def _event_time(event: Any) -> datetime:
+    """When an event last happened (events carry one of three timestamps)."""
+    moment = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+    return moment if isinstance(moment, datetime) else datetime.min.replace(tzinfo=UTC)

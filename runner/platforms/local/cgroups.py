@@ -24,6 +24,7 @@ ROOT_NAME = "gateway-sizer"
 CFS_PERIOD_US = 100_000  # the kubelet's default CPU CFS period
 MOUNTINFO = Path("/proc/self/mountinfo")
 _V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
+_V1_CPUSET = "cpuset"  # optional: without it, no CPU pinning (isolation), the rest works
 _REMOVE_TIMEOUT_S = 5.0
 
 
@@ -33,8 +34,11 @@ class Cgroup(Protocol):
     name: str
 
     def add(self, pid: int) -> None: ...
+    def procs_files(self) -> list[Path]: ...
     def set_cpu_limit(self, cores: float | None, period_us: int = CFS_PERIOD_US) -> None: ...
     def set_memory_limit(self, limit_bytes: int | None) -> None: ...
+    def set_cpus(self, cpus: str | None) -> None: ...
+    def cpus(self) -> str | None: ...
     def cpu_quota(self) -> tuple[int, int]: ...
     def cpu_usage_seconds(self) -> float: ...
     def cpu_throttling(self) -> tuple[int, int, float]: ...
@@ -62,6 +66,25 @@ def _write(path: Path, value: str) -> None:
 
 def _read_int(path: Path) -> int:
     return int(path.read_text().split()[0])
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def _make_cpuset_v1(directory: Path) -> None:
+    """cgroup v1's cpuset wants cpus and mems set at every level before a task may join: new folders
+    start empty, so each one takes its parent's."""
+    missing = []
+    folder = directory
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir()
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not _read_text(new / name):
+                _write(new / name, _read_text(new.parent / name))
 
 
 def _stat(path: Path) -> dict[str, int]:
@@ -105,19 +128,37 @@ def _kill_and_rmdir(directories: list[Path], procs_files: list[Path]) -> None:
 
 @dataclass
 class CgroupV1:
-    """A container's folders in the cpu, cpuacct and memory hierarchies (they may share one mount)."""
+    """A container's folders in the cpu, cpuacct and memory hierarchies (they may share one mount), and
+    in the cpuset hierarchy when it is mounted."""
 
     name: str
     cpu: Path
     cpuacct: Path
     memory: Path
+    cpuset: Path | None = None
 
     def _dirs(self) -> list[Path]:
-        return list(dict.fromkeys([self.cpu, self.cpuacct, self.memory]))
+        return list(dict.fromkeys([self.cpu, self.cpuacct, self.memory, *([self.cpuset] if self.cpuset else [])]))
 
     def create(self) -> None:
         for directory in self._dirs():
-            directory.mkdir(parents=True, exist_ok=True)
+            if directory == self.cpuset:
+                _make_cpuset_v1(directory)
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+
+    def set_cpus(self, cpus: str | None) -> None:
+        """Pin to `cpus` ("1", "0-2"); None: whatever the parent has."""
+        if self.cpuset is None:
+            if cpus is not None:
+                raise PlatformError("cannot pin CPUs: the cpuset cgroup controller is not mounted")
+            return
+        _write(
+            self.cpuset / "cpuset.cpus", cpus if cpus is not None else _read_text(self.cpuset.parent / "cpuset.cpus")
+        )
+
+    def cpus(self) -> str | None:
+        return _read_text(self.cpuset / "cpuset.effective_cpus") if self.cpuset else None
 
     def add(self, pid: int) -> None:
         for directory in self._dirs():
@@ -150,8 +191,12 @@ class CgroupV1:
         limit = _read_int(self.memory / "memory.limit_in_bytes")
         return None if limit >= 2**62 else limit
 
+    def procs_files(self) -> list[Path]:
+        """The cgroup.procs file of each hierarchy: a pid written to all of them joins this group."""
+        return [d / "cgroup.procs" for d in self._dirs()]
+
     def pids(self) -> list[int]:
-        return _pids_in([d / "cgroup.procs" for d in self._dirs()])
+        return _pids_in(self.procs_files())
 
     def remove(self) -> None:
         _kill_and_rmdir(self._dirs(), [d / "cgroup.procs" for d in self._dirs()])
@@ -163,6 +208,7 @@ class CgroupV1:
             "cpu": str(self.cpu),
             "cpuacct": str(self.cpuacct),
             "memory": str(self.memory),
+            "cpuset": str(self.cpuset) if self.cpuset else None,
         }
 
 
@@ -185,6 +231,18 @@ class CgroupV2:
 
     def set_memory_limit(self, limit_bytes: int | None) -> None:
         _write(self.path / "memory.max", str(limit_bytes) if limit_bytes else "max")
+
+    def set_cpus(self, cpus: str | None) -> None:
+        """Pin to `cpus` ("1", "0-2"); None: whatever the parent has."""
+        if not (self.path / "cpuset.cpus").exists():
+            if cpus is not None:
+                raise PlatformError("cannot pin CPUs: the cpuset controller is not enabled for this cgroup")
+            return
+        _write(self.path / "cpuset.cpus", cpus or "")
+
+    def cpus(self) -> str | None:
+        path = self.path / "cpuset.cpus.effective"
+        return _read_text(path) if path.exists() else None
 
     def cpu_quota(self) -> tuple[int, int]:
         try:
@@ -215,8 +273,11 @@ class CgroupV2:
             return None
         return None if text == "max" else int(text)
 
+    def procs_files(self) -> list[Path]:
+        return [self.path / "cgroup.procs"]
+
     def pids(self) -> list[int]:
-        return _pids_in([self.path / "cgroup.procs"])
+        return _pids_in(self.procs_files())
 
     def remove(self) -> None:
         _kill_and_rmdir([self.path], [self.path / "cgroup.procs"])
@@ -228,7 +289,8 @@ class CgroupV2:
 def cgroup_from_spec(spec: dict[str, Any]) -> CgroupV1 | CgroupV2:
     """Rebuild a cgroup handle from `Cgroup.spec()` (the exporter runs in another process)."""
     if spec["version"] == 1:
-        return CgroupV1(spec["name"], Path(spec["cpu"]), Path(spec["cpuacct"]), Path(spec["memory"]))
+        cpuset = Path(spec["cpuset"]) if spec.get("cpuset") else None
+        return CgroupV1(spec["name"], Path(spec["cpu"]), Path(spec["cpuacct"]), Path(spec["memory"]), cpuset)
     return CgroupV2(spec["name"], Path(spec["path"]))
 
 
@@ -244,7 +306,9 @@ class CgroupDriver:
         name = relative.rsplit("/", 1)[-1]
         group: CgroupV1 | CgroupV2
         if self.version == 1:
-            group = CgroupV1(name, *(self.mounts[c] / ROOT_NAME / relative for c in _V1_CONTROLLERS))
+            cpuset = self.mounts[_V1_CPUSET] / ROOT_NAME / relative if _V1_CPUSET in self.mounts else None
+            cpu, cpuacct, memory = (self.mounts[c] / ROOT_NAME / relative for c in _V1_CONTROLLERS)
+            group = CgroupV1(name, cpu, cpuacct, memory, cpuset)
         else:
             root = self.mounts["unified"]
             _enable_v2_controllers(root, root / ROOT_NAME, relative)
@@ -278,7 +342,7 @@ def _enable_v2_controllers(root: Path, top: Path, relative: str) -> None:
         parent.mkdir(exist_ok=True)
         available = (parent / "cgroup.controllers").read_text().split()
         enabled = (parent / "cgroup.subtree_control").read_text().split()
-        missing = [c for c in ("cpu", "memory") if c in available and c not in enabled]
+        missing = [c for c in ("cpu", "memory", "cpuset") if c in available and c not in enabled]
         if missing:
             _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
 
@@ -301,7 +365,8 @@ def detect_driver() -> CgroupDriver:
             controllers = (path / "cgroup.controllers").read_text().split() if path.exists() else []
             if {"cpu", "memory"} <= set(controllers):
                 return CgroupDriver(2, {"unified": path})
-    v1 = {c: path for fstype, path, options in mounts if fstype == "cgroup" for c in _V1_CONTROLLERS if c in options}
+    wanted = (*_V1_CONTROLLERS, _V1_CPUSET)
+    v1 = {c: path for fstype, path, options in mounts if fstype == "cgroup" for c in wanted if c in options}
     if all(c in v1 for c in _V1_CONTROLLERS):
         return CgroupDriver(1, v1)
     raise PlatformError(

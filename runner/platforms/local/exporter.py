@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from runner.files import write_atomic
 from runner.platforms.local.cgroups import cgroup_from_spec
 
 LABELS = ["namespace", "pod", "container"]
@@ -28,9 +28,7 @@ LABELS = ["namespace", "pod", "container"]
 
 def write_registry(path: Path, containers: list[dict[str, Any]]) -> None:
     """Replace the registry file atomically (the exporter may be reading it)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(containers, indent=1))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(containers, indent=1))
 
 
 class CgroupCollector(Collector):

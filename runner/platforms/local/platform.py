@@ -7,12 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import PlatformError
-from runner.locust import LocustMaster, LocustOptions
+from runner.locust import LocustMaster, LocustOptions, user_class
 from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
+from runner.paths import cache_dir
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
 from runner.platforms.local import binaries
+from runner.platforms.local.placement import place
+from runner.platforms.local.speed import parse_cpu_list, reference_speed
+from runner.platforms.local.state import HAND_TESTBED_ID
 from runner.platforms.local.testbed import SELECTORS, LocalTestbed, LocustSetup, Ports
 from runner.scenario import Scenario
 
@@ -22,27 +26,41 @@ class LocalPlatform(Platform):
 
     name = "local"
 
-    def __init__(self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False) -> None:
+    def __init__(
+        self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False, testbed_id: str | None = None
+    ) -> None:
         self.scenario = scenario
+        self.owner_pid = os.getpid() if testbed_id is None else 0
+        self.placement = place(max(scenario.envoy.cpu_cores), isolate=scenario.envoy.isolation == "auto")
         self.testbed = LocalTestbed(
             workdir=run_dir / "testbed",
             ports=Ports.free() if free_ports else Ports(),
-            testbed_id=f"sweep-{os.getpid()}",
+            testbed_id=testbed_id or f"sweep-{os.getpid()}",
             scrape_interval_s=scenario.prometheus.scrape_interval_s,
             host_header=scenario.load.host_header,
             log_dir=run_dir / "logs",
+            placement=self.placement,
+            dies_with_runner=testbed_id is None,  # a test bed started by hand outlives its command
         )
         self._locust: LocustMaster | None = None
-        self._metrics = Metrics(self.testbed.prometheus_url, scrape_interval_s=scenario.prometheus.scrape_interval_s)
+        # prometheus.url: read from another Prometheus (or a proxy to this one); the local one still scrapes
+        url = scenario.prometheus.url or self.testbed.prometheus_url
+        self._metrics = Metrics(url, scrape_interval_s=scenario.prometheus.scrape_interval_s)
+
+    @classmethod
+    def for_hand_testbed(cls, scenario: Scenario) -> LocalPlatform:
+        """The test bed a person starts by hand: default ports, state in the cache, no owner process."""
+        return cls(scenario, cache_dir() / HAND_TESTBED_ID, testbed_id=HAND_TESTBED_ID)
 
     def start(self) -> None:
         load = self.scenario.load
         self.testbed.check_ports(max(self.scenario.backend.replicas))
-        self.testbed.record_state(os.getpid())
+        self.testbed.record_state(self.owner_pid)
         self.testbed.start_monitoring()
         options = LocustOptions.from_load(load)
-        setup = LocustSetup(load.locustfile, load.locust_user_class, options, load.workers)
+        setup = LocustSetup(load.locustfile, user_class(load), options, load.workers)
         self._locust = self.testbed.start_locust(setup)
+        self.testbed.record_state(self.owner_pid)
 
     def apply(self, config: Configuration) -> None:
         backend = self.scenario.backend
@@ -60,6 +78,9 @@ class LocalPlatform(Platform):
 
     def check(self) -> None:
         self.testbed.check()
+
+    def recover(self) -> list[str]:
+        return self.testbed.restart_dead()
 
     @property
     def locust(self) -> LocustMaster:
@@ -87,5 +108,11 @@ class LocalPlatform(Platform):
             nginx_cores = min(nginx_cores, backend.cpu_cores)
         return Capacities(generator_cores=1.0, backend_cores=nginx_cores)
 
+    def machine_speed(self) -> float:
+        cpus = parse_cpu_list(self.placement.envoy_cpus) if self.placement.envoy_cpus else None
+        return reference_speed(cpus)
+
     def describe(self) -> dict[str, Any]:
-        return {"versions": binaries.versions(), "cgroup_version": self.testbed.cgroups.version}
+        placement = self.placement
+        isolation = {"envoy_cpus": placement.envoy_cpus, "others_cpus": placement.others_cpus, "note": placement.note}
+        return {"versions": binaries.versions(), "cgroup_version": self.testbed.cgroups.version, "isolation": isolation}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,21 +53,26 @@ class ManagedProcess:
         )
 
 
-def _join_cgroup(cgroup: CgroupV1 | CgroupV2 | None) -> Callable[[], None] | None:
-    if cgroup is None:
-        return None
+# The child joins its cgroup before it execs the program (so every thread it starts is inside), and with
+# `dies_with_runner` asks the kernel to SIGKILL it when the runner dies (a parent-death signal): a runner
+# killed hard leaves no load running. A small shell does both, so no Python runs between fork and exec
+# (the runner has threads: its heartbeat).
+_LAUNCH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
-    def join() -> None:  # runs in the child between fork and exec, so every thread starts inside
-        cgroup.add(os.getpid())
 
-    return join
+def launch_argv(argv: Sequence[str], procs_files: Sequence[Path], *, dies_with_runner: bool) -> list[str]:
+    """`argv` wrapped so that it starts inside the cgroup whose cgroup.procs files are given."""
+    wrapped = [*(_DIE_WITH_PARENT if dies_with_runner else []), *argv]
+    return ["sh", "-c", _LAUNCH, f"gateway-sizer-launch:{Path(argv[0]).name}", *map(str, procs_files), "--", *wrapped]
 
 
 class Supervisor:
     """Owns every process it starts; `stop_all` ends them (SIGTERM, then SIGKILL) in reverse order."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, dies_with_runner: bool = True) -> None:
         self.log_dir = log_dir
+        self.dies_with_runner = dies_with_runner  # False for a test bed meant to outlive its command
         self.processes: list[ManagedProcess] = []
 
     def start(
@@ -80,20 +86,19 @@ class Supervisor:
     ) -> ManagedProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        try:
-            with log_path.open("ab") as log:
-                popen = subprocess.Popen(
-                    list(argv),
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                    start_new_session=True,  # Ctrl-C reaches the runner only; it stops these in order
-                    preexec_fn=_join_cgroup(cgroup),
-                )
-        except FileNotFoundError:
-            raise PlatformError(f"cannot start {name}: {argv[0]} not found", "run `make setup`") from None
+        if shutil.which(argv[0]) is None:
+            raise PlatformError(f"cannot start {name}: {argv[0]} not found", "run `make setup`")
+        procs = cgroup.procs_files() if cgroup is not None else []
+        with log_path.open("ab") as log:
+            popen = subprocess.Popen(
+                launch_argv(argv, procs, dies_with_runner=self.dies_with_runner),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                start_new_session=True,  # Ctrl-C reaches the runner only; it stops these in order
+            )
         process = ManagedProcess(name, popen, log_path, cgroup)
         self.processes.append(process)
         return process

@@ -8,7 +8,6 @@ kills anything a crashed run left behind.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -16,14 +15,23 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from runner.errors import LoadGeneratorError, PlatformError, UsageError
-from runner.locust import LocustMaster, LocustOptions, locustfile_arg, master_command, worker_command
+from runner.locust import (
+    READY_PATH,
+    LocustMaster,
+    LocustOptions,
+    local_command,
+    locustfile_arg,
+    master_args,
+    worker_args,
+)
 from runner.metrics import Selector, Selectors
-from runner.paths import state_dir
 from runner.platforms.local import binaries, envoy, nginx, prometheus
 from runner.platforms.local.cgroups import CgroupDriver, CgroupV1, CgroupV2, detect_driver
 from runner.platforms.local.exporter import write_registry
+from runner.platforms.local.placement import Placement
 from runner.platforms.local.processes import (
     ManagedProcess,
     Supervisor,
@@ -31,8 +39,11 @@ from runner.platforms.local.processes import (
     port_is_free,
     wait_until,
 )
+from runner.platforms.local.state import TSDB_PREFIX, TestbedRecord, state_file
 
 ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER = "projectcontour", "envoy-local", "envoy"
+EXPORTER_POD, PROMETHEUS_POD = "cadvisor-exporter", "prometheus"
+MASTER_POD, WORKER_POD = "locust-master", "locust-worker"
 BACKEND_NAMESPACE = "gateway-loadtest"
 MONITORING_NAMESPACE = "monitoring"
 START_TIMEOUT_S = 30.0
@@ -74,7 +85,8 @@ class Ports:
             base = 20000 + (os.getpid() * 37) % 20000
             while not all(port_is_free(LOOPBACK, base + i) for i in range(nginx_slots)):
                 base += nginx_slots
-        return cls(*singles, nginx_base=base)
+        gateway, envoy_admin, prometheus, exporter, locust_web, locust_master = singles
+        return cls(gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, nginx_base=base)
 
 
 @dataclass(frozen=True)
@@ -106,16 +118,20 @@ class LocalTestbed:
     scrape_interval_s: float = 1.0
     host_header: str = "external.nginx"
     log_dir: Path | None = None
+    placement: Placement = field(default_factory=Placement)
+    dies_with_runner: bool = True  # False: the processes outlive this Python process (`testbed up`)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cgroups: CgroupDriver = detect_driver()
-        self.supervisor = Supervisor(self.log_dir or self.workdir / "logs")
+        self.supervisor = Supervisor(self.log_dir or self.workdir / "logs", dies_with_runner=self.dies_with_runner)
         self.containers: dict[str, _Container] = {}
         self._registry = self.workdir / "exporter-containers.json"
         self._tsdb: Path | None = None
         self.backend: list[nginx.NginxReplica] = []
         self.envoy_limits: tuple[float, int | None, int] | None = None
+        self._locust_setup: LocustSetup | None = None
+        self._backend_options: dict[str, Any] = {}
 
     # -- URLs -------------------------------------------------------------------------------------
     @property
@@ -137,6 +153,8 @@ class LocalTestbed:
     def _container(self, namespace: str, pod: str, container: str) -> _Container:
         if pod not in self.containers:
             group = self.cgroups.create(f"{self.testbed_id}/{pod}")
+            placement = self.placement
+            group.set_cpus(placement.envoy_cpus if pod == ENVOY_POD else placement.others_cpus)
             self.containers[pod] = _Container(namespace, pod, container, group)
         return self.containers[pod]
 
@@ -174,26 +192,7 @@ class LocalTestbed:
     def start_monitoring(self) -> None:
         """The cgroup exporter and Prometheus scraping it and Envoy's admin stats."""
         self._publish()
-        exporter = self._run(
-            "cadvisor-exporter",
-            MONITORING_NAMESPACE,
-            "exporter",
-            [
-                sys.executable,
-                "-m",
-                "runner.platforms.local.exporter",
-                "--registry",
-                str(self._registry),
-                "--port",
-                str(self.ports.exporter),
-            ],
-        )
-        wait_until(
-            http_ok(f"http://{LOOPBACK}:{self.ports.exporter}/metrics"),
-            what="cgroup exporter",
-            timeout_s=START_TIMEOUT_S,
-            process=exporter,
-        )
+        self._start_exporter()
         targets = prometheus.ScrapeTargets(
             exporter_port=self.ports.exporter,
             envoy_admin_port=self.ports.envoy_admin,
@@ -201,17 +200,25 @@ class LocalTestbed:
             envoy_pod=ENVOY_POD,
             interval_s=self.scrape_interval_s,
         )
-        config = prometheus.write_config(targets, self.workdir / "prometheus.yml")
-        self._tsdb = Path(tempfile.mkdtemp(prefix="gateway-sizer-tsdb-"))
-        process = self._run(
-            "prometheus",
-            MONITORING_NAMESPACE,
-            "prometheus",
-            prometheus.command(binaries.prometheus(), config, self._tsdb, self.ports.prometheus),
+        prometheus.write_config(targets, self.workdir / "prometheus.yml")
+        self._tsdb = Path(tempfile.mkdtemp(prefix=TSDB_PREFIX))
+        self._start_prometheus()
+
+    def _start_exporter(self) -> None:
+        argv = [sys.executable, "-m", "runner.platforms.local.exporter", "--registry", str(self._registry)]
+        exporter = self._run(
+            EXPORTER_POD, MONITORING_NAMESPACE, "exporter", [*argv, "--port", str(self.ports.exporter)]
         )
-        wait_until(
-            http_ok(f"{self.prometheus_url}/-/ready"), what="Prometheus", timeout_s=START_TIMEOUT_S, process=process
-        )
+        ready = http_ok(f"http://{LOOPBACK}:{self.ports.exporter}/metrics")
+        wait_until(ready, what="cgroup exporter", timeout_s=START_TIMEOUT_S, process=exporter)
+
+    def _start_prometheus(self) -> None:
+        assert self._tsdb is not None
+        config = self.workdir / "prometheus.yml"
+        argv = prometheus.command(binaries.prometheus(), config, self._tsdb, self.ports.prometheus)
+        process = self._run(PROMETHEUS_POD, MONITORING_NAMESPACE, "prometheus", argv)
+        ready = http_ok(f"{self.prometheus_url}/-/ready")
+        wait_until(ready, what="Prometheus", timeout_s=START_TIMEOUT_S, process=process)
 
     def scale_backend(
         self,
@@ -223,6 +230,12 @@ class LocalTestbed:
         response_status: int = 200,
     ) -> None:
         """Run exactly `replicas` nginx replicas with these limits; Envoy must be restarted to see them."""
+        self._backend_options = {
+            "cpu_cores": cpu_cores,
+            "memory_bytes": memory_bytes,
+            "worker_processes": worker_processes,
+            "response_status": response_status,
+        }
         wanted = [
             nginx.NginxReplica(i, self.ports.nginx_base + i, worker_processes, response_status) for i in range(replicas)
         ]
@@ -283,39 +296,10 @@ class LocalTestbed:
 
     def start_locust(self, setup: LocustSetup) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup."""
-        files = locustfile_arg(setup.locustfile)
-        master = self._run(
-            "locust-master",
-            BACKEND_NAMESPACE,
-            "locust",
-            master_command(
-                files,
-                setup.user_class,
-                self.gateway_url,
-                setup.options,
-                web_host=LOOPBACK,
-                web_port=self.ports.locust_web,
-                master_port=self.ports.locust_master,
-                bind_host=LOOPBACK,
-            ),
-            cwd=setup.locustfile.parent,
-        )
-        wait_until(
-            http_ok(f"{self.locust_url}/stats/requests"),
-            what="Locust master",
-            timeout_s=START_TIMEOUT_S,
-            process=master,
-        )
+        self._locust_setup = setup
+        self._start_master(setup)
         for index in range(setup.workers):
-            self._run(
-                f"locust-worker-{index}",
-                BACKEND_NAMESPACE,
-                "locust",
-                worker_command(
-                    files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.ports.locust_master
-                ),
-                cwd=setup.locustfile.parent,
-            )
+            self._start_worker(setup, index)
         client = LocustMaster(self.locust_url)
         try:
             client.wait_for_workers(setup.workers, START_TIMEOUT_S)
@@ -323,6 +307,56 @@ class LocalTestbed:
             self.check()  # a worker that died says more than the count
             raise
         return client
+
+    def _start_master(self, setup: LocustSetup) -> None:
+        args = master_args(
+            locustfile_arg(setup.locustfile),
+            setup.user_class,
+            self.gateway_url,
+            setup.options,
+            web_host=LOOPBACK,
+            web_port=self.ports.locust_web,
+            master_port=self.ports.locust_master,
+            bind_host=LOOPBACK,
+        )
+        master = self._run(MASTER_POD, BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent)
+        ready = http_ok(f"{self.locust_url}{READY_PATH}")
+        wait_until(ready, what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
+
+    def _start_worker(self, setup: LocustSetup, index: int) -> None:
+        files = locustfile_arg(setup.locustfile)
+        args = worker_args(
+            files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.ports.locust_master
+        )
+        self._run(
+            f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent
+        )
+
+    def restart_dead(self) -> list[str]:
+        """Start again every shared part that has died (the exporter, Prometheus, Locust's master and
+        workers, nginx replicas); Envoy is restarted by the next configuration anyway. Returns their names."""
+        dead = [p.name for p in self.supervisor.processes if not p.alive()]
+        for name in dead:
+            self._remove(name)
+        if EXPORTER_POD in dead:
+            self._start_exporter()
+        if PROMETHEUS_POD in dead:
+            self._start_prometheus()
+        setup = self._locust_setup
+        if setup is not None and MASTER_POD in dead:
+            for index in range(setup.workers):
+                self._remove(f"{WORKER_POD}-{index}")  # workers wait on the old master: start them again
+            self.start_locust(setup)
+        elif setup is not None and any(name.startswith(WORKER_POD) for name in dead):
+            for name in dead:
+                if name.startswith(WORKER_POD):
+                    self._start_worker(setup, int(name.rsplit("-", 1)[1]))
+            LocustMaster(self.locust_url).wait_for_workers(setup.workers, START_TIMEOUT_S)
+        replicas = [r for r in self.backend if r.name in dead]
+        if replicas:
+            self.backend = [r for r in self.backend if r not in replicas]
+            self.scale_backend(len(self.backend) + len(replicas), **self._backend_options)
+        return dead
 
     def check(self) -> None:
         self.supervisor.check()
@@ -341,14 +375,14 @@ class LocalTestbed:
 
     def record_state(self, owner_pid: int) -> None:
         """Write where this test bed's parts are, so `testbed down` can stop it from another process."""
-        record = {
-            "testbed_id": self.testbed_id,
-            "owner_pid": owner_pid,
-            "workdir": str(self.workdir),
-            "tsdb": str(self._tsdb) if self._tsdb else None,
-            "urls": {"gateway": self.gateway_url, "locust": self.locust_url, "prometheus": self.prometheus_url},
-        }
-        state_file(self.testbed_id).write_text(json.dumps(record, indent=1))
+        record = TestbedRecord(
+            testbed_id=self.testbed_id,
+            owner_pid=owner_pid,
+            workdir=str(self.workdir),
+            tsdb=str(self._tsdb) if self._tsdb else None,
+            urls={"gateway": self.gateway_url, "locust": self.locust_url, "prometheus": self.prometheus_url},
+        )
+        record.save()
 
 
 def _listening(host: str, port: int):
@@ -358,56 +392,3 @@ def _listening(host: str, port: int):
             return sock.connect_ex((host, port)) == 0
 
     return probe
-
-
-def state_file(testbed_id: str) -> Path:
-    return state_dir() / f"{testbed_id}.json"
-
-
-def stop_recorded_testbeds(*, everything: bool = False) -> list[str]:
-    """Remove test beds recorded in the state folder whose owner is gone (or all with `everything`).
-
-    Also removes cgroup trees under `gateway-sizer/` that no live owner records: the leftovers of a
-    run that was killed hard. Returns the ids removed.
-    """
-    driver = detect_driver()
-    removed: list[str] = []
-    live: set[str] = set()
-    for path in sorted(state_dir().glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            path.unlink(missing_ok=True)
-            continue
-        owner = int(record.get("owner_pid", 0))
-        if not everything and record["testbed_id"] != "testbed" and _alive(owner):
-            live.add(record["testbed_id"])
-            continue
-        driver.remove_tree(record["testbed_id"])
-        if record.get("tsdb"):
-            shutil.rmtree(record["tsdb"], ignore_errors=True)
-        path.unlink(missing_ok=True)
-        removed.append(record["testbed_id"])
-    for orphan in driver.children():
-        if orphan not in live and (everything or not _owned_by_live_process(orphan)):
-            driver.remove_tree(orphan)
-            removed.append(orphan)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _owned_by_live_process(testbed_id: str) -> bool:
-    """Sweep and test test beds are named `<kind>-<owner pid>`; keep those whose owner still runs."""
-    _, _, pid = testbed_id.rpartition("-")
-    return pid.isdigit() and _alive(int(pid))

@@ -1,0 +1,290 @@
+"""One run per gateway: a coordination.k8s.io/v1 Lease that the running sweep holds and renews.
+
+The Lease lives in the Locust namespace and is named after the gateway workload
+(`gateway-sizer.<namespace>.<name>`). The run holding it renews it every RENEW_INTERVAL_S from a
+background thread. Another run (or a second `--resume` of a live one) finds it held and stops with one
+line naming the holder run and when it last renewed. A Lease not renewed for LEASE_DURATION_S (its holder
+was killed, or cut off from the API server that long) is taken over. The Lease is deleted at the end.
+
+Every write carries the resourceVersion read just before, so two runs racing for an expired Lease cannot
+both win: the API server answers the loser 409 and it reads again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from runner.errors import PlatformError, SizerError, UsageError
+from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.originals import MANAGED_BY
+
+LEASE_DURATION_S = 60
+RENEW_INTERVAL_S = 10.0
+PREFIX = "gateway-sizer."
+RUN_ANNOTATION = "gateway-sizer/run"  # the holder's run id, for the one-line refusal
+ACQUIRE_ATTEMPTS = 5
+MAX_NAME = 253
+
+
+class GatewayBusyError(UsageError):
+    """Another live run holds the gateway's Lease."""
+
+
+def lease_name(namespace: str, name: str) -> str:
+    """`gateway-sizer.<namespace>.<name>`, shortened with a hash when it would exceed a name's 253 chars."""
+    full = f"{PREFIX}{namespace}.{name}"
+    if len(full) <= MAX_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    return f"{full[: MAX_NAME - 11].rstrip('.-')}.{digest}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _micro_time(moment: datetime) -> str:
+    """A Lease's MicroTime: RFC 3339 with microseconds, in UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A Lease as read: who holds it, since when it was last renewed, for how long."""
+
+    holder: str | None
+    run_id: str | None
+    renewed: datetime | None
+    duration_s: int
+    resource_version: str
+    acquired: datetime | None = None
+    transitions: int = 0
+
+    def expired(self, now: datetime) -> bool:
+        if not self.holder or self.renewed is None:
+            return True
+        return (now - self.renewed).total_seconds() > self.duration_s
+
+
+class GatewayLease:
+    """The Lease on one gateway, for one run (one process: its identity is the run id, host and pid)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        gateway: str,
+        gateway_namespace: str,
+        gateway_name: str,
+        run_id: str,
+        *,
+        duration_s: int = LEASE_DURATION_S,
+        renew_interval_s: float = RENEW_INTERVAL_S,
+        now: Callable[[], datetime] = _now,
+    ) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.gateway = gateway  # for messages, e.g. "DaemonSet projectcontour/envoy"
+        self.name = lease_name(gateway_namespace, gateway_name)
+        self.run_id = run_id
+        self.identity = f"{run_id}/{socket.gethostname()}/{os.getpid()}"
+        self.duration_s = duration_s
+        self.renew_interval_s = renew_interval_s
+        self._now = now
+        self.coordination = client.CoordinationV1Api(cluster.api)
+        self.held = False
+        self.took_over: Holding | None = None  # the expired holding this run replaced
+        self.lost: str | None = None  # why the Lease is no longer ours (another run took it over)
+        self.renewals = self.failed_renewals = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def __str__(self) -> str:
+        return f"Lease {self.namespace}/{self.name}"
+
+    # -- reading ----------------------------------------------------------------------------------
+    def read(self) -> Holding | None:
+        """The Lease as it is now, or None when there is none."""
+        try:
+            lease = call(f"read {self}", self.coordination.read_namespaced_lease, self.name, self.namespace)
+        except NotFoundError:
+            return None
+        return _holding(lease)
+
+    def busy_error(self, holding: Holding) -> GatewayBusyError:
+        """The one line that refuses a second run."""
+        who = f"run {holding.run_id}" if holding.run_id else f"{holding.holder!r}"
+        renewed = "never renewed"
+        if holding.renewed is not None:
+            ago = max(0.0, (self._now() - holding.renewed).total_seconds())
+            renewed = f"last renewed {holding.renewed.astimezone(UTC):%H:%M:%S} UTC, {ago:.0f} s ago"
+        return GatewayBusyError(
+            f"{self.gateway} is in use by {who} ({self}, {renewed})",
+            f"wait for that run to end; a run killed hard frees it {holding.duration_s} s after its last renewal",
+        )
+
+    # -- holding ----------------------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Take the Lease: create it, renew our own, or take over an expired one. GatewayBusyError (one
+        line) when another run holds it."""
+        for _ in range(ACQUIRE_ATTEMPTS):
+            holding = self.read()
+            try:
+                if holding is None:
+                    self._create()
+                elif holding.holder == self.identity:
+                    self._write(holding, taking_over=False)
+                elif not holding.expired(self._now()):
+                    raise self.busy_error(holding)
+                else:
+                    self._write(holding, taking_over=True)
+                    self.took_over = holding if holding.holder else None
+            except ConflictError:
+                continue  # another runner wrote it between our read and write: read again
+            self.held = True
+            return
+        raise PlatformError(f"could not take {self}: it changed under us {ACQUIRE_ATTEMPTS} times in a row")
+
+    def wait_and_acquire(self, *, for_run: str, timeout_s: float | None = None) -> Holding | None:
+        """Take the Lease, first waiting (at most until it expires) while an earlier process of run `for_run`
+        holds it: `restore` of a run killed hard, or its resumed attempt. Another run holding it is refused at
+        once (GatewayBusyError). Returns the holding waited for, if any."""
+        holding = self.read()
+        if holding is None or holding.expired(self._now()) or holding.run_id != for_run:
+            self.acquire()
+            return None
+        assert holding.renewed is not None
+        left = holding.duration_s - (self._now() - holding.renewed).total_seconds()
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else left + self.renew_interval_s + 2)
+        while True:
+            try:
+                self.acquire()
+                return holding
+            except GatewayBusyError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(1.0)
+
+    def _body(self, holding: Holding | None, *, taking_over: bool) -> dict[str, Any]:
+        now = _micro_time(self._now())
+        metadata: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "labels": dict(MANAGED_BY),
+            "annotations": {RUN_ANNOTATION: self.run_id},
+        }
+        if holding is not None:
+            metadata["resourceVersion"] = holding.resource_version
+        acquired = holding.acquired if holding is not None and not taking_over else None
+        spec: dict[str, Any] = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.duration_s,
+            "renewTime": now,
+            "acquireTime": _micro_time(acquired) if acquired else now,
+            "leaseTransitions": (holding.transitions if holding else 0) + (1 if taking_over else 0),
+        }
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _create(self) -> None:
+        call(
+            f"create {self}",
+            self.coordination.create_namespaced_lease,
+            self.namespace,
+            self._body(None, taking_over=False),
+        )
+
+    def _write(self, holding: Holding, *, taking_over: bool) -> None:
+        """Replace the Lease with us as holder; the resourceVersion read with `holding` makes the API
+        server answer 409 (ConflictError) when it changed since."""
+        call(
+            f"renew {self}",
+            self.coordination.replace_namespaced_lease,
+            self.name,
+            self.namespace,
+            self._body(holding, taking_over=taking_over),
+        )
+
+    def renew(self) -> None:
+        """Renew the Lease once; sets `lost` when another run has taken it over."""
+        with self._lock:
+            if not self.held:
+                return
+            holding = self.read()
+            if holding is None:  # deleted by hand: nobody else holds it
+                self._create()
+            elif holding.holder != self.identity:
+                by = f"run {holding.run_id}" if holding.run_id else repr(holding.holder)
+                self.lost = f"{self} on {self.gateway} was taken over by {by}"
+                self.held = False
+                return
+            else:
+                self._write(holding, taking_over=False)
+            self.renewals += 1
+
+    def check(self) -> None:
+        """PlatformError when the Lease was lost: another run may be changing the gateway."""
+        if self.lost:
+            raise PlatformError(self.lost, "stop this run: measurements now share the gateway with another run")
+
+    def start_renewing(self) -> None:
+        self._thread = threading.Thread(target=self._renew_loop, name="gateway-sizer-lease", daemon=True)
+        self._thread.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.renew_interval_s):
+            try:
+                self.renew()
+            except SizerError:
+                self.failed_renewals += 1  # the API server may be back before the Lease expires
+            if self.lost:
+                return
+
+    def release(self) -> None:
+        """Stop renewing and delete the Lease if it is still ours (best effort: otherwise it expires)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.renew_interval_s + 60)
+        with self._lock:
+            if not self.held:
+                return
+            self.held = False
+            try:
+                holding = self.read()
+                if holding is None or holding.holder != self.identity:
+                    return
+                options = {"preconditions": {"resourceVersion": holding.resource_version}}
+                call(
+                    f"delete {self}", self.coordination.delete_namespaced_lease, self.name, self.namespace, body=options
+                )
+            except (NotFoundError, ConflictError):
+                pass
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _holding(lease: Any) -> Holding:
+    spec = lease.spec
+    renewed = _utc(spec.renew_time or spec.acquire_time)
+    annotations = lease.metadata.annotations or {}
+    return Holding(
+        holder=spec.holder_identity or None,
+        run_id=annotations.get(RUN_ANNOTATION) if spec.holder_identity else None,
+        renewed=renewed,
+        duration_s=int(spec.lease_duration_seconds or LEASE_DURATION_S),
+        resource_version=str(lease.metadata.resource_version),
+        acquired=_utc(spec.acquire_time),
+        transitions=int(spec.lease_transitions or 0),
+    )

@@ -1,0 +1,107 @@
+"""Helpers of the tests on the real one-machine cluster: make targets, the CLI in the background, scenario
+files, what a run shows through the API server (its Locust master, its live state), the daemons' pids."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.paths import PROJECT_ROOT
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.loadgen import MASTER, RUN_LABEL, label_value
+
+CACHE = Path(os.environ.get("GATEWAY_SIZER_CACHE") or Path.home() / ".cache" / "gateway-sizer")
+STATE = CACHE / "cluster" / "state"
+ENVOY = workloads.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+NGINX = workloads.Workload("Deployment", "gateway-loadtest", "nginx", "nginx")
+PROMETHEUS = "http://10.96.0.90:9090"
+STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # set when this pytest session brought the cluster up
+
+
+def make(target: str, timeout: float) -> str:
+    result = subprocess.run(
+        ["make", "-f", "k8s/cluster.mk", target],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def sizer(*args: str, kubeconfig: Path, results: Path) -> subprocess.Popen[str]:
+    """`gateway-sizer sweep ...` as a user runs it, in the background (its pid is the runner's)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "sweep", *args, "--results", str(results)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+    )
+
+
+def scenario_file(folder: Path, **changes: Any) -> Path:
+    """scenarios/local.yaml on the kubernetes platform, with `changes` (dotted keys) applied."""
+    data = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
+    data["platform"] = "kubernetes"
+    data["envoy"].pop("isolation", None)
+    for dotted, value in changes.items():
+        *path, last = dotted.split(".")
+        node = data
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    target = folder / "scenario.yaml"
+    target.write_text(yaml.safe_dump(data))
+    return target
+
+
+def run_dir_of(results: Path, timeout_s: float = 120) -> Path:
+    """The run directory a sweep writing into `results` made (results/latest)."""
+    deadline = time.monotonic() + timeout_s
+    while not (results / "latest" / "summary.json").exists():
+        assert time.monotonic() < deadline, "the sweep made no run directory"
+        time.sleep(0.5)
+    return (results / "latest").resolve()
+
+
+def master_url(admin: Cluster, run_id: str) -> str:
+    """The API server's proxy to the web UI of the Locust master of run `run_id`."""
+    services = admin.core.list_namespaced_service(
+        "gateway-loadtest", label_selector=f"{RUN_LABEL}={label_value(run_id)}"
+    )
+    names = [s.metadata.name for s in services.items if s.metadata.name.startswith(MASTER)]
+    assert names, f"no Locust master Service for run {run_id}"
+    return admin.service_proxy_url("gateway-loadtest", names[0], 8089)
+
+
+def wait_for_state(admin: Cluster, run_id: str, predicate, timeout_s: float, what: str) -> dict[str, Any]:
+    """Poll the state the runner sends the Locust master with its heartbeats until `predicate(state)`."""
+    session = admin.session()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            response = session.get(master_url(admin, run_id) + "/gateway-sizer/state", timeout=5)
+            state = response.json().get("state", {}) if response.ok else {}
+        except (AssertionError, ValueError, OSError):
+            state = {}
+        if state and predicate(state):
+            return state
+        assert time.monotonic() < deadline, f"{what}: not seen in {timeout_s:.0f} s (last state {state})"
+        time.sleep(1.0)
+
+
+def daemon_pid(name: str) -> int:
+    """The pid cluster-up recorded for one of its daemons."""
+    return int((STATE / "pids" / name).read_text().split()[0])

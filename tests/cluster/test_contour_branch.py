@@ -1,0 +1,63 @@
+"""The Contour branch of a Kubernetes sweep on the real one-machine cluster: each configuration gives
+Contour's Deployment the scenario's resources (Guaranteed: limits = requests), Envoy's knee is measured
+with them, and the end of the run puts Contour's original resources back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from cluster_testing import scenario_file, sizer
+
+from runner.platforms.kubernetes import workloads
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+CONTOUR = workloads.Workload("Deployment", "projectcontour", "contour", "contour")
+SIZES = [{"cpu": "200m", "memory": "256Mi"}, {"cpu": "300m", "memory": "320Mi"}]
+
+
+@pytest.mark.timeout(1500)
+def test_contour_gets_each_configurations_resources_and_its_originals_back(cluster, tmp_path):
+    kubeconfig, admin = cluster
+    before = workloads.get_pod_resources(admin, CONTOUR)
+    scenario = scenario_file(
+        tmp_path,
+        **{
+            "envoy.cpu": [0.3],
+            "contour.resources": SIZES,
+            "load.search": "fixed",
+            "load.rps": [150, 300],
+            "load.step_seconds": 4,
+            "load.warmup_seconds": 2,
+            "load.settle_seconds": 1,
+        },
+    )
+    seen: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # what Contour's pod template says while the sweep runs
+        while not stop.is_set():
+            limits = (workloads.get_pod_resources(admin, CONTOUR).get("contour") or {}).get("limits") or {}
+            pair = (str(limits.get("cpu")), str(limits.get("memory")))
+            if not seen or seen[-1] != pair:
+                seen.append(pair)
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    sweep = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path)
+    try:
+        _out, err = sweep.communicate(timeout=1200)
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    assert sweep.returncode == 0, err[-3000:]
+    assert ("200m", "256Mi") in seen and ("300m", "320Mi") in seen, seen
+    assert seen.index(("200m", "256Mi")) < seen.index(("300m", "320Mi")), seen
+    assert workloads.get_pod_resources(admin, CONTOUR) == before  # the originals, exactly
+    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
+    contours = [(c["contour"]["cpu"], c["contour"]["memory"]) for c in summary["configs"]]
+    assert contours == [(0.2, "256Mi"), (0.3, "320Mi")], contours
+    assert all(len(c["steps"]) == 2 for c in summary["configs"])

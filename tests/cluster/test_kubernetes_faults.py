@@ -1,0 +1,229 @@
+"""Faults injected for real into sweeps on the one-machine cluster: the API server paused for 30 s in a
+measuring window, a rollout that can never complete, the runner killed with SIGKILL under load.
+
+Each test prints the figures it measured (run pytest with -s to see them). Needs root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cluster_testing import (
+    ENVOY,
+    NGINX,
+    PROMETHEUS,
+    daemon_pid,
+    master_url,
+    run_dir_of,
+    scenario_file,
+    sizer,
+    wait_for_state,
+)
+from kubernetes import client
+from sizer_testing import run_sizer
+
+from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.lease import lease_name
+from runner.platforms.kubernetes.loadgen import MANAGED_BY
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+PAUSE_S = 30.0
+FINISHED = ("saturated", "not-saturated", "invalid")
+
+
+def _gateway(admin: Cluster) -> tuple[object, object, int]:
+    return workloads.get_pod_resources(admin, ENVOY), workloads.get_args(admin, ENVOY), workloads.replicas(admin, NGINX)
+
+
+def _assert_restored(admin: Cluster, before: tuple[object, object, int]) -> None:
+    assert _gateway(admin) == before
+    assert workloads.changed_by(admin, ENVOY) is None and workloads.changed_by(admin, NGINX) is None
+    selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+    assert admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector).items == []
+    leases = client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest").items
+    assert [lease.metadata.name for lease in leases] == []
+
+
+def _finish(run, timeout_s: float) -> tuple[str, str]:
+    try:
+        return run.communicate(timeout=timeout_s)
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)  # a clean stop: the gateway is restored
+            run.communicate(timeout=600)
+
+
+# The rollout test checks how a run ends, not where the knee is: three fixed levels far below it keep
+# each configuration to about a minute (the default adaptive search took 5 min).
+SHORT_FIXED = {
+    "load.search": "fixed",
+    "load.rps": [100, 150, 200],
+    "load.step_seconds": 15,
+    "load.warmup_seconds": 2,
+    "load.settle_seconds": 1,
+}
+
+
+@pytest.mark.timeout(2400)
+def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster, tmp_path):
+    kubeconfig, admin = cluster
+    before = _gateway(admin)
+    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15, 0.3]})
+    run = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path / "results")
+    try:
+        run_dir = run_dir_of(tmp_path / "results")
+        state = wait_for_state(
+            admin,
+            run_dir.name,
+            lambda s: s.get("position") == 1 and s.get("phase") == "measure" and len(s.get("windows") or []) >= 1,
+            timeout_s=900,
+            what="the second measuring window of the first configuration",
+        )
+        apiserver = daemon_pid("kube-apiserver")
+        paused_at = time.time()
+        os.kill(apiserver, signal.SIGSTOP)
+        try:
+            time.sleep(PAUSE_S)
+        finally:
+            os.kill(apiserver, signal.SIGCONT)
+        resumed_at = time.time()
+    finally:
+        _, err = _finish(run, timeout_s=1800)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    first, second = summary["configs"]
+    hit = [s for s in first["steps"] if s["started_at"] < resumed_at and s["started_at"] + s["window_s"] > paused_at]
+    print(
+        f"\nAPI server paused {resumed_at - paused_at:.1f} s from window {len(state['windows']) + 1} of "
+        f"{first['label']}; run {summary['status']} (exit {run.returncode}); configurations: "
+        + "; ".join(f"{c['label']}: {c['status']} {c['reason'] or ''}" for c in summary["configs"])
+        + "; windows over the pause: "
+        + ", ".join(f"{s['window_s']:.0f} s at {s['rps']:.0f} RPS, CPU {s['cpu_utilization_mean']:.0%}" for s in hit)
+    )
+    # the outcome: every call rode the pause out (API, service proxy, Prometheus, the heartbeats' 60 s),
+    # so no configuration failed and the window measured across the pause holds real figures
+    assert run.returncode == 0 and summary["status"] == "complete", (summary["reason"], err[-2000:])
+    assert first["status"] in FINISHED and second["status"] in FINISHED
+    assert hit and all(s["rps"] > 0 and s["cpu_utilization_mean"] > 0 for s in hit)
+    _assert_restored(admin, before)
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize("on_failure", ["continue", "stop"])
+def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_goes_on_or_stops(
+    cluster, tmp_path, on_failure
+):
+    kubeconfig, admin = cluster
+    before = _gateway(admin)
+    nodes = admin.core.list_node().items
+    too_many = int(nodes[0].status.allocatable["cpu"]) + 2  # Guaranteed: requests = limits, no node fits it
+    scenario = scenario_file(
+        tmp_path,
+        on_failure=on_failure,
+        **{"envoy.cpu": [too_many, 0.15], "kubernetes.rollout_timeout_seconds": 60, **SHORT_FIXED},
+    )
+    started = time.monotonic()
+    result = run_sizer(
+        "sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r"),
+        timeout=1800, env={"KUBECONFIG": str(kubeconfig)},
+    )  # fmt: skip
+    took = time.monotonic() - started
+    summary = json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())
+    first, *rest = summary["configs"]
+    print(f"\nunschedulable Envoy ({on_failure}): {first['reason']}\nrun {summary['status']} in {took:.0f} s")
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert first["status"] == "failed"
+    assert re.search(
+        r"rollout of DaemonSet projectcontour/envoy not done after 60 s: pod envoy-\S+ Pending, Unschedulable: "
+        r".*Insufficient cpu.*; last event FailedScheduling",
+        first["reason"],
+    ), first["reason"]
+    assert first["reason"].count("Insufficient cpu") == 1, first["reason"]  # the scheduler's message once
+    last_line = result.stderr.strip().splitlines()[-1]
+    if on_failure == "continue":
+        (second,) = rest
+        assert second["status"] in FINISHED and second["steps"], second["reason"]
+        assert summary["status"] == "partial"
+        assert last_line.startswith("gateway-sizer: run partial: 1 of 2 configuration(s) did not finish"), last_line
+    else:  # the second configuration is never applied
+        assert not any(c["steps"] for c in rest), rest
+        assert summary["status"] == "failed"
+        assert last_line.startswith("gateway-sizer: run failed: 2 of 2 configuration(s) did not finish"), last_line
+    _assert_restored(admin, before)
+
+
+def _envoy_requests() -> float:
+    query = 'sum(envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="ingress_http"})'
+    with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": query})) as r:
+        return float(json.loads(r.read())["data"]["result"][0]["value"][1])
+
+
+@pytest.mark.timeout(1800)
+def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cluster, tmp_path):
+    kubeconfig, admin = cluster
+    before = _gateway(admin)
+    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15], "load.step_seconds": 30})
+    run = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path / "results")
+    run_dir: Path | None = None
+    try:
+        run_dir = run_dir_of(tmp_path / "results")
+        wait_for_state(
+            admin,
+            run_dir.name,
+            lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
+            timeout_s=900,
+            what="a measuring window under load",
+        )
+        stats_url = master_url(admin, run_dir.name) + "/stats/requests"
+        session = admin.session()
+        loaded = session.get(stats_url, timeout=10).json()
+        assert loaded["user_count"] > 0 and loaded["state"] in ("spawning", "running"), loaded
+        run.send_signal(signal.SIGKILL)  # no cleanup, no last heartbeat, no stop
+        killed_at = time.monotonic()
+        run.communicate(timeout=30)
+        stopped_after = None
+        while time.monotonic() - killed_at < HEARTBEAT_TIMEOUT_S + 60:
+            stats = session.get(stats_url, timeout=10).json()
+            if stats["user_count"] == 0 and stats["state"] not in ("spawning", "running"):
+                stopped_after = time.monotonic() - killed_at
+                break
+            time.sleep(1.0)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert stopped_after is not None, f"the load was still on {HEARTBEAT_TIMEOUT_S + 60:.0f} s after the kill"
+    time.sleep(6)  # Prometheus scrapes Envoy every 2 s
+    requests_then = _envoy_requests()
+    time.sleep(10)
+    grown = _envoy_requests() - requests_then
+    print(
+        f"\nrunner SIGKILLed at {loaded['user_count']} users: the master stopped the load after {stopped_after:.1f} s "
+        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in 10 s"
+    )
+    # the dead-man switch did it: not before the runner could have been silent that long, not much after
+    assert HEARTBEAT_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 3 <= stopped_after <= HEARTBEAT_TIMEOUT_S + 5
+    assert grown == 0
+    # nothing else was cleaned up: the gateway is patched, the Locust objects and the Lease are there
+    assert workloads.get_resources(admin, ENVOY)["limits"]["cpu"] == "150m"
+    assert workloads.changed_by(admin, ENVOY) == run_dir.name
+    lease = client.CoordinationV1Api(admin.api).read_namespaced_lease(
+        lease_name("projectcontour", "envoy"), "gateway-loadtest"
+    )
+    assert lease.metadata.annotations["gateway-sizer/run"] == run_dir.name
+
+    started = time.monotonic()
+    restored = run_sizer("restore", str(run_dir), timeout=900, env={"KUBECONFIG": str(kubeconfig)})
+    print(f"restore took {time.monotonic() - started:.0f} s:\n{restored.stdout}")
+    assert restored.returncode == 0, restored.stderr
+    assert "restored resources and args of DaemonSet projectcontour/envoy" in restored.stdout
+    _assert_restored(admin, before)

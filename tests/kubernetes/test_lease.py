@@ -1,0 +1,140 @@
+"""One run per gateway: the Lease on a real API server, held, renewed, refused, taken over, released."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from k8s_objects import create, workload
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from sizer_testing import run_sizer
+from test_cli_kubernetes import ORIGINAL, _one_line, _scenario
+from test_locust_objects import _spec
+
+from runner.errors import PlatformError
+from runner.platforms.kubernetes import workloads as wl
+from runner.platforms.kubernetes.lease import GatewayBusyError, GatewayLease, lease_name
+from runner.platforms.kubernetes.loadgen import create_locust
+from runner.platforms.kubernetes.originals import ClusterChanges
+
+pytestmark = pytest.mark.kubernetes
+
+
+def _lease(admin, namespace: str, run_id: str, **options) -> GatewayLease:
+    return GatewayLease(admin, namespace, f"DaemonSet {namespace}/envoy", namespace, "envoy", run_id, **options)
+
+
+def _read(admin, namespace: str):
+    return client.CoordinationV1Api(admin.api).read_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+
+
+def _stale_lease(admin, namespace: str, run_id: str, renewed_ago_s: float) -> None:
+    """A Lease as a run killed `renewed_ago_s` seconds ago left it."""
+    renewed = (datetime.now(UTC) - timedelta(seconds=renewed_ago_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    body = {
+        "metadata": {"name": lease_name(namespace, "envoy"), "annotations": {"gateway-sizer/run": run_id}},
+        "spec": {"holderIdentity": f"{run_id}/elsewhere/1", "leaseDurationSeconds": 60, "renewTime": renewed,
+                 "acquireTime": renewed, "leaseTransitions": 0},
+    }  # fmt: skip
+    client.CoordinationV1Api(admin.api).create_namespaced_lease(namespace, body)
+
+
+def test_a_second_sweep_on_a_gateway_is_refused_with_one_line_naming_the_holder(apiserver, admin, namespace, tmp_path):
+    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": ORIGINAL}))
+    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
+    first = _lease(admin, namespace, "20261123-050000-first", renew_interval_s=0.5)
+    first.acquire()
+    first.start_renewing()
+    (tmp_path / "first").mkdir()
+    create_locust(admin, _spec(namespace, run_id="20261123-050000-first"), ClusterChanges(tmp_path / "first" / "x"))
+    try:
+        time.sleep(1.5)  # renewed meanwhile
+        result = run_sizer(
+            "sweep", "--scenario", str(_scenario(tmp_path, namespace, apiserver.kubeconfig)), "--results", str(tmp_path)
+        )
+        line = _one_line(
+            result,
+            f"DaemonSet {namespace}/envoy is in use by run 20261123-050000-first",
+            f"Lease {namespace}/gateway-sizer.{namespace}.envoy",
+            "last renewed",
+            "s ago",
+        )
+        seconds_ago = float(line.split(" UTC, ")[1].split(" s ago")[0])
+        assert seconds_ago <= 2, line
+        assert first.renewals >= 2 and first.lost is None
+        # the first run's objects and the gateway are untouched
+        deployments = {d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items}
+        assert len(deployments) == 3
+        envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
+        assert wl.get_resources(admin, envoy) == ORIGINAL and wl.changed_by(admin, envoy) is None
+        assert _read(admin, namespace).spec.holder_identity == first.identity
+    finally:
+        first.release()
+    with pytest.raises(ApiException) as gone:
+        _read(admin, namespace)
+    assert gone.value.status == 404
+
+
+def test_a_lease_held_by_a_live_run_is_refused_and_an_expired_one_is_taken_over(admin, namespace):
+    _stale_lease(admin, namespace, "killed-run", renewed_ago_s=20)
+    with pytest.raises(GatewayBusyError, match=r"in use by run killed-run .*last renewed .*, 20 s ago"):
+        _lease(admin, namespace, "new-run").acquire()
+    client.CoordinationV1Api(admin.api).delete_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+
+    _stale_lease(admin, namespace, "killed-run", renewed_ago_s=61)
+    taker = _lease(admin, namespace, "new-run")
+    taker.acquire()
+    assert taker.took_over is not None and taker.took_over.run_id == "killed-run"
+    lease = _read(admin, namespace)
+    assert lease.spec.holder_identity == taker.identity and lease.spec.lease_transitions == 1
+    assert lease.metadata.annotations["gateway-sizer/run"] == "new-run"
+    taker.release()
+
+
+def test_of_runs_racing_for_an_expired_lease_exactly_one_wins(admin, namespace):
+    _stale_lease(admin, namespace, "killed-run", renewed_ago_s=300)
+    outcomes: dict[str, str] = {}
+
+    def attempt(run_id: str) -> None:
+        try:
+            _lease(admin, namespace, run_id).acquire()
+            outcomes[run_id] = "held"
+        except GatewayBusyError:
+            outcomes[run_id] = "refused"
+
+    threads = [threading.Thread(target=attempt, args=(f"run-{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values()) == ["held", "refused", "refused", "refused"], outcomes
+    winner = next(r for r, o in outcomes.items() if o == "held")
+    assert _read(admin, namespace).metadata.annotations["gateway-sizer/run"] == winner
+
+
+def test_the_holder_renews_and_notices_when_another_run_takes_the_lease_over(admin, namespace):
+    holder = _lease(admin, namespace, "slow-run", renew_interval_s=0.3)
+    holder.acquire()
+    first = _read(admin, namespace).spec.renew_time
+    holder.start_renewing()
+    time.sleep(1.2)
+    assert _read(admin, namespace).spec.renew_time > first
+    holder.check()  # still ours
+    lease = _read(admin, namespace)  # another run took it over (as it may once ours had expired)
+    lease.spec.holder_identity = "other-run/host/2"
+    lease.metadata.annotations["gateway-sizer/run"] = "other-run"
+    client.CoordinationV1Api(admin.api).replace_namespaced_lease(lease.metadata.name, namespace, lease)
+    time.sleep(1.0)
+    with pytest.raises(PlatformError, match="was taken over by run other-run"):
+        holder.check()
+    holder.release()  # leaves the other run's Lease alone
+    assert _read(admin, namespace).spec.holder_identity == "other-run/host/2"
+
+
+def test_lease_names_follow_the_gateway_and_stay_valid():
+    assert lease_name("projectcontour", "envoy") == "gateway-sizer.projectcontour.envoy"
+    long = lease_name("n" * 63, "e" * 253)
+    assert len(long) == 253 and long[-1].isalnum() and long != lease_name("n" * 63, "e" * 252 + "f")
