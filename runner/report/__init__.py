@@ -8,15 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
-from runner.results import RunSummary
+from runner.model import RunSummary
+from runner.scenario import Scenario
 
 __all__ = ["PLOT_DIR", "read_scenario", "render_files"]
 
 PLOT_DIR = "plots"
 
 
-def render_files(summary: RunSummary, scenario: dict | None = None) -> dict[str, bytes]:
+def render_files(summary: RunSummary, scenario: Scenario | None = None) -> dict[str, bytes]:
     """Every file of a run's report, by path relative to the run directory: report.md, report.html, plots/*.png."""
     from runner.report.html import render_html
     from runner.report.markdown import render_markdown
@@ -31,10 +33,10 @@ def render_files(summary: RunSummary, scenario: dict | None = None) -> dict[str,
     return files
 
 
-def read_scenario(run_dir: Path) -> dict | None:
-    """The run's resolved scenario.yaml, or None when the run has none or it does not parse."""
+def read_scenario(run_dir: Path) -> Scenario | None:
+    """The run's resolved scenario.yaml, or None when the run has none or it no longer validates."""
     try:
         loaded = yaml.safe_load((run_dir / "scenario.yaml").read_text())
-    except (OSError, yaml.YAMLError):
+        return Scenario.model_validate(loaded) if isinstance(loaded, dict) else None
+    except (OSError, yaml.YAMLError, ValidationError):
         return None
-    return loaded if isinstance(loaded, dict) else None

@@ -20,8 +20,16 @@ def _slug(title: str) -> str:
 
 
 def _pretty(text: str) -> str:
-    """Typographic forms for HTML of what the terminal writes in ASCII: a times sign, R squared, an arrow."""
-    return text.replace(" x ", " \u00d7 ").replace("R^2", "R\u00b2").replace(" -> ", " \u2192 ")
+    """Typographic forms for HTML of what the terminal writes in ASCII: a times sign, R squared, an arrow,
+    plus-minus."""
+    pairs = ((" x ", " \u00d7 "), ("R^2", "R\u00b2"), (" -> ", " \u2192 "), ("+-", "\u00b1"))
+    for ascii_form, typographic in pairs:
+        text = text.replace(ascii_form, typographic)
+    return text
+
+
+def _microseconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} \u00b5s"
 
 
 def environment(*, autoescape: bool) -> Environment:
@@ -43,5 +51,6 @@ def environment(*, autoescape: bool) -> Environment:
         cell=_md_cell,
         slug=_slug,
         pretty=_pretty,
+        us=_microseconds,
     )
     return env

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 
 from runner.errors import UsageError
+from runner.model import ConfigResult, RunSummary
 from runner.report import formatting as fmt
 from runner.report.sizing import valid_knee
-from runner.results import ConfigResult, RunSummary
 
 __all__ = ["DEFAULT_THRESHOLD_PCT", "Comparison", "ComparisonRow", "compare_runs", "format_comparison"]
 

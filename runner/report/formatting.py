@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runner.quantities import format_cpu
 
-__all__ = ["cpu", "mebibytes", "ms", "percent", "rps", "signed_percent"]
+__all__ = ["cpu", "mebibytes", "ms", "percent", "percent_range", "rps", "signed_percent"]
 
 _MIB = 2**20
 
@@ -37,3 +37,8 @@ def mebibytes(value: float | None) -> str:
 def cpu(cores: float | None) -> str:
     """Kubernetes CPU form: 0.15 -> "150m"."""
     return "-" if cores is None else format_cpu(cores)
+
+
+def percent_range(low: float, high: float) -> str:
+    """ "58%-70%", as the reference report writes CPU utilization."""
+    return f"{low:.0%}-{high:.0%}"

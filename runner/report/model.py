@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from runner.console import percent_range
+from runner.knee import PLATEAU_EXPONENT
+from runner.model import ConfigResult, RunSummary, Step
 from runner.report import formatting as fmt
-from runner.report.analysis import Conclusion, conclusions, offered, step_analysis
+from runner.report.analysis import Conclusion, conclusions, step_analysis
 from runner.report.sizing import (
     DEFAULT_HEADROOM,
     Fit,
@@ -26,7 +26,7 @@ from runner.report.sizing import (
     recommend,
     valid_knee,
 )
-from runner.results import ConfigResult, RunSummary
+from runner.scenario import LoadSpec, Scenario
 
 __all__ = ["Baseline", "ConfigSection", "EnvRow", "KneeRow", "Report", "StepRow", "build_report"]
 
@@ -44,56 +44,120 @@ class EnvRow:
 
 @dataclass(frozen=True)
 class StepRow:
-    number: int
-    users: int
-    target_rps: float | None
-    rps: float
-    envoy_rps: float
-    cpu_min: float
-    cpu_mean: float
-    cpu_max: float
-    p50_ms: float | None
-    p95_ms: float | None
-    p99_ms: float | None
-    fail_ratio: float
+    """A step as the report's tables show it: the measured step and what it lacks, the analysis sentence
+    and whether it reached the threshold."""
+
+    step: Step
     analysis: str
     at_limit: bool
 
     @property
+    def number(self) -> int:
+        return self.step.index + 1
+
+    @property
     def cpu_range(self) -> str:
-        return percent_range(self.cpu_min, self.cpu_max)
+        return fmt.percent_range(self.step.cpu_utilization_min, self.step.cpu_utilization_max)
 
 
 @dataclass(frozen=True)
 class ConfigSection:
-    """One configuration's table of steps, ordered by offered load."""
+    """One configuration's table of steps, ordered by offered load, under a sentence that sums it up."""
 
-    anchor: str
     label: str
-    status: str
-    reason: str | None
-    knee_rps: float | None
-    knee_users: float | None
+    knee: KneeRow
     rows: tuple[StepRow, ...]
-    cpu_cores: float
+    broken_by: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        return self.knee.anchor
+
+    @property
+    def knee_rps(self) -> float | None:
+        return self.knee.knee_rps
+
+    @property
+    def knee_users(self) -> float | None:
+        return self.knee.knee_users
+
+    @property
+    def headline(self) -> str:
+        """ "Status saturated; knee 1,190 RPS (95% CI 1,150-1,230), 4,760 RPS per core, 189 µs of Envoy CPU
+        per request; capacity 1,280 RPS (1,330 broke: ...)." """
+        k = self.knee
+        text = f"Status {k.status}"
+        if k.knee_rps is not None:
+            ci = f" (95% CI {k.interval})" if k.knee_low is not None else " (no interval: too few windows)"
+            text += (
+                f"; knee {fmt.rps(k.knee_rps)} RPS{ci}, {fmt.rps(k.rps_per_core)} RPS per core, "
+                f"{k.cpu_per_request_us:,.0f} \u00b5s of Envoy CPU per request"
+            )
+        if k.capacity_rps is not None:
+            text += f"; capacity {fmt.rps(k.capacity_rps)} RPS"
+            if k.capacity_broken_at is not None:
+                text += f" ({fmt.rps(k.capacity_broken_at)} broke: {self.broken_by})"
+            else:
+                text += " (no rate measured broke it)"
+        if k.reason:
+            text += f": {k.reason}"
+        return text + "."
 
 
 @dataclass(frozen=True)
 class KneeRow:
+    """One configuration in the knee table: its resources, knee with interval, capacity and verdict."""
+
     anchor: str
     cpu_cores: float
     memory: str
     concurrency: int
     replicas: int
     contour: str
+    arrivals: str
     knee_rps: float | None
     knee_users: float | None
     status: str
     reason: str | None
+    knee_low: float | None = None
+    knee_high: float | None = None
+    capacity_rps: float | None = None
+    capacity_broken_at: float | None = None
+    cpu_per_request_us: float | None = None  # Envoy CPU per request at the knee
+    plateau: bool = False  # utilization flat near the threshold: the knee is not sharp
+    search: str | None = None
 
     @property
     def rps_per_core(self) -> float | None:
         return self.knee_rps / self.cpu_cores if self.knee_rps is not None else None
+
+    @property
+    def interval(self) -> str:
+        """ "1,150-1,230" or "-" """
+        if self.knee_low is None or self.knee_high is None:
+            return "-"
+        return f"{fmt.rps(self.knee_low)}-{fmt.rps(self.knee_high)}"
+
+    @property
+    def half_width(self) -> float | None:
+        if self.knee_rps is None or self.knee_low is None or self.knee_high is None:
+            return None
+        return max(self.knee_rps - self.knee_low, self.knee_high - self.knee_rps) / self.knee_rps
+
+    @property
+    def capacity(self) -> str:
+        """ "1,280 (<1,330)": served up to the first figure, broken at the second; "-" when not measured."""
+        if self.capacity_rps is None:
+            return "-"
+        above = f" (<{fmt.rps(self.capacity_broken_at)})" if self.capacity_broken_at else " (not broken)"
+        return fmt.rps(self.capacity_rps) + above
+
+    @property
+    def headroom(self) -> float | None:
+        """How far capacity sits above the knee (0.12 = 12%)."""
+        if self.capacity_rps is None or self.knee_rps is None:
+            return None
+        return self.capacity_rps / self.knee_rps - 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +175,26 @@ class Baseline:
     @property
     def ratio(self) -> float:
         return self.gateway_rps / self.direct_rps
+
+    @property
+    def overhead(self) -> float:
+        """The share of direct throughput lost through the gateway."""
+        return 1 - self.ratio
+
+
+@dataclass(frozen=True)
+class FixedLoad:
+    """Envoy's CPU at one fixed offered load (search: fixed), per 1,000 RPS served."""
+
+    label: str
+    offered_rps: float
+    rps: float
+    envoy_cores: float
+    utilization: float
+
+    @property
+    def cores_per_1k_rps(self) -> float:
+        return self.envoy_cores / self.rps * 1000 if self.rps > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -136,6 +220,12 @@ class Report:
     reproduce: tuple[str, ...]
     baseline: Baseline | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fixed_loads: tuple[FixedLoad, ...] = ()
+
+    @property
+    def several_arrivals(self) -> bool:
+        """Whether the run measured more than one arrival model (the knee table then shows the column)."""
+        return len({k.arrivals for k in self.knees}) > 1
 
     @property
     def has_contour(self) -> bool:
@@ -158,55 +248,36 @@ def _anchor(config: ConfigResult) -> str:
     return "config-" + re.sub(r"[^a-z0-9]+", "-", config.key.lower()).strip("-")
 
 
-def _step_row(step: dict[str, Any], steps: Sequence[dict[str, Any]], threshold: float) -> StepRow:
-    return StepRow(
-        number=step["index"] + 1,
-        users=step["users"],
-        target_rps=step.get("target_rps"),
-        rps=step["rps"],
-        envoy_rps=step.get("envoy_rps") or 0.0,
-        cpu_min=step["cpu_utilization_min"],
-        cpu_mean=step["cpu_utilization_mean"],
-        cpu_max=step["cpu_utilization_max"],
-        p50_ms=step.get("p50_ms"),
-        p95_ms=step.get("p95_ms"),
-        p99_ms=step.get("p99_ms"),
-        fail_ratio=step.get("fail_ratio") or 0.0,
-        analysis=step_analysis(step, steps, threshold),
-        at_limit=step["cpu_utilization_mean"] >= threshold,
-    )
-
-
 def _section(config: ConfigResult, threshold: float) -> ConfigSection:
-    steps = sorted(config.steps, key=lambda s: (offered(s), s["index"]))
-    rows = tuple(_step_row(s, steps, threshold) for s in steps)
-    knee = valid_knee(config)
-    return ConfigSection(
-        anchor=_anchor(config),
-        label=config.label,
-        status=config.status,
-        reason=config.reason,
-        knee_rps=knee.rps if knee else None,
-        knee_users=knee.users if knee else None,
-        rows=rows,
-        cpu_cores=config.envoy.cpu,
-    )
+    steps = sorted(config.steps, key=lambda s: (s.offered, s.index))
+    rows = tuple(StepRow(s, step_analysis(s, steps, threshold), s.cpu_utilization_mean >= threshold) for s in steps)
+    broken_by = config.capacity.broken_by if config.capacity else None
+    return ConfigSection(config.label, _knee_row(config, threshold), rows, broken_by)
 
 
-def _knee_row(config: ConfigResult) -> KneeRow:
+def _knee_row(config: ConfigResult, threshold: float) -> KneeRow:
     contour = config.contour
     knee = valid_knee(config)
+    capacity = config.capacity if config.status != "failed" else None
     return KneeRow(
         anchor=_anchor(config),
-        cpu_cores=config.envoy.cpu,
+        cpu_cores=config.envoy.cpu_cores,
         memory=config.envoy.memory,
         concurrency=config.envoy.concurrency,
         replicas=config.backend.replicas,
-        contour=f"{fmt.cpu(contour.cpu)} CPU / {contour.memory or '-'}" if contour and contour.cpu else "-",
+        contour=f"{fmt.cpu(contour.cpu_cores)} CPU / {contour.memory or '-'}" if contour and contour.cpu_cores else "-",
+        arrivals=config.arrivals,
         knee_rps=knee.rps if knee else None,
         knee_users=knee.users if knee else None,
         status=config.status,
         reason=config.reason,
+        knee_low=knee.low if knee else None,
+        knee_high=knee.high if knee else None,
+        capacity_rps=capacity.rps if capacity else None,
+        capacity_broken_at=capacity.broken_at if capacity else None,
+        cpu_per_request_us=threshold * config.envoy.cpu_cores / knee.rps * 1e6 if knee else None,
+        plateau=bool(knee and knee.exponent is not None and knee.exponent < PLATEAU_EXPONENT),
+        search=config.search,
     )
 
 
@@ -217,13 +288,14 @@ def _duration(start: str, end: str | None) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _run_facts(summary: RunSummary, scenario: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    overrides = summary.environment.get("overrides") or {}
+def _run_facts(summary: RunSummary, scenario: Scenario | None) -> tuple[tuple[str, str], ...]:
+    overrides = summary.environment.overrides
     status = summary.status + (f": {summary.reason}" if summary.reason else "")
+    description = f": {scenario.description}" if scenario and scenario.description else ""
     return (
         ("Run", summary.run_id),
         ("Platform", summary.platform),
-        ("Scenario", summary.scenario + (f": {scenario['description']}" if scenario.get("description") else "")),
+        ("Scenario", summary.scenario + description),
         ("Overrides", ", ".join(f"{k}={v}" for k, v in overrides.items()) or "none"),
         ("Knee threshold", f"{summary.threshold:.0%} of Envoy's CPU limit"),
         ("Started", summary.started_at),
@@ -232,77 +304,82 @@ def _run_facts(summary: RunSummary, scenario: dict[str, Any]) -> tuple[tuple[str
     )
 
 
-def _environment(summary: RunSummary, scenario: dict[str, Any]) -> tuple[EnvRow, ...]:
-    env = summary.environment
-    versions = dict(env.get("versions") or {})
-    machine = env.get("machine") or {}
-    load, backend = scenario.get("load") or {}, scenario.get("backend") or {}
-    cpus = ", ".join(fmt.cpu(c) for c in sorted({c.envoy.cpu for c in summary.configs}))
-    memories = ", ".join(sorted({c.envoy.memory for c in summary.configs}))
-    concurrency = ", ".join(str(n) for n in sorted({c.envoy.concurrency for c in summary.configs}))
-    replicas = ", ".join(str(n) for n in sorted({c.backend.replicas for c in summary.configs}))
+def _joined(values: Iterable[object]) -> str:
+    return ", ".join(str(v) for v in values) or "-"
+
+
+def _locust_facts(load: LoadSpec) -> str:
+    mode = "open-loop target RPS" if load.mode == "rps" else "closed-loop users"
+    arrivals = f", {'/'.join(load.arrivals)} arrivals" if load.mode == "rps" else ""
+    return (
+        f"1 master + {load.workers} worker(s); {load.client} client; {mode}{arrivals}, {load.search} search; "
+        f"{load.step_s:g} s windows"
+    )
+
+
+def _host(summary: RunSummary) -> str:
+    env, machine = summary.environment, summary.environment.machine
+    parts = (
+        machine.cpu_model,
+        f"{machine.cpu_cores} cores" if machine.cpu_cores else None,
+        f"{machine.memory_bytes / _GIB:.1f} GiB" if machine.memory_bytes else None,
+        f"Linux {machine.kernel}" if machine.kernel else None,
+        f"cgroup v{env.cgroup_version}" if env.cgroup_version else None,
+        f"Python {machine.python}" if machine.python else None,
+    )
+    return ", ".join(p for p in parts if p) or "not recorded"
+
+
+def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow, ...]:
+    versions = dict(summary.environment.versions)
 
     def version(name: str) -> str:
         return versions.pop(name, None) or "version not recorded"
 
-    envoy = f"{version('envoy')}; CPU limits {cpus or '-'}; memory {memories or '-'}; concurrency {concurrency or '-'}"
+    configs = summary.configs
+    envoy = (
+        f"{version('envoy')}; CPU limits {_joined(fmt.cpu(c) for c in sorted({c.envoy.cpu_cores for c in configs}))}; "
+        f"memory {_joined(sorted({c.envoy.memory for c in configs}))}; "
+        f"concurrency {_joined(sorted({c.envoy.concurrency for c in configs}))}"
+    )
     contour = versions.pop("contour", None) or (
         "not used: the local platform programs Envoy as Contour would" if summary.platform == "local" else "-"
     )
-    nginx = f"{version('nginx')}; {replicas or '-'} replica(s)"
-    if backend.get("worker_processes"):
-        nginx += f", {backend['worker_processes']} worker process(es) each"
-    locust = version("locust")
-    if load.get("workers"):
-        locust += f"; 1 master + {load['workers']} worker(s)"
-    if load.get("client"):
-        locust += f"; {load['client']} client"
-    if load.get("mode"):
-        locust += "; open-loop target RPS" if load["mode"] == "rps" else "; closed-loop users"
-    if load.get("search"):
-        locust += f", {load['search']} search"
-    if load.get("step_seconds"):
-        locust += f"; {load['step_seconds']:g} s windows"
-    prometheus = version("prometheus")
-    interval = (scenario.get("prometheus") or {}).get("scrape_interval_seconds")
-    if interval:
-        prometheus += f"; {interval:g} s scrape interval"
-    memory = machine.get("memory_bytes")
-    host = ", ".join(
-        str(part)
-        for part in (
-            machine.get("cpu_model"),
-            f"{machine.get('cpu_cores')} cores" if machine.get("cpu_cores") else None,
-            f"{memory / _GIB:.1f} GiB" if memory else None,
-            f"Linux {machine['kernel']}" if machine.get("kernel") else None,
-            f"cgroup v{env['cgroup_version']}" if env.get("cgroup_version") else None,
-            f"Python {machine['python']}" if machine.get("python") else None,
-        )
-        if part
-    )
+    nginx = f"{version('nginx')}; {_joined(sorted({c.backend.replicas for c in configs}))} replica(s)"
+    locust, prometheus = version("locust"), version("prometheus")
+    if scenario is not None:
+        nginx += f", {scenario.backend.worker_processes} worker process(es) each"
+        locust += f"; {_locust_facts(scenario.load)}"
+        prometheus += f"; {scenario.prometheus.scrape_interval_s:g} s scrape interval"
     rows = [
         EnvRow("Envoy", "Gateway data plane: the system under test", envoy),
         EnvRow("Contour", "Gateway control plane", contour),
         EnvRow("nginx", "Backend service behind the gateway", nginx),
         EnvRow("Locust", "Load generator", locust),
         EnvRow("Prometheus", "Metrics: Envoy CPU, memory and request rate", prometheus),
-        EnvRow("Host", "Machine that ran the sweep", host or "not recorded"),
+        EnvRow("Host", "Machine that ran the sweep", _host(summary)),
     ]
+    isolation = summary.environment.isolation
+    if isolation is not None:
+        policy = f"kubelet CPU manager policy: {isolation.cpu_manager_policy}; " if isolation.cpu_manager_policy else ""
+        rows.append(EnvRow("Isolation", "Where Envoy ran", policy + (isolation.note or "not recorded")))
+    for node in summary.environment.nodes or ():
+        facts = (node.cpu_model or "CPU model not labelled (Node Feature Discovery)", f"{node.cpu} CPUs", node.kernel)
+        rows.append(EnvRow(f"Node {node.name}", "Kubernetes node", ", ".join(f for f in facts if f)))
     rows += [EnvRow(name, "Component", str(value)) for name, value in versions.items()]
-    if machine.get("gateway_sizer"):
-        rows.append(EnvRow("gateway-sizer", "This tool", str(machine["gateway_sizer"])))
+    if summary.environment.machine.gateway_sizer:
+        rows.append(EnvRow("gateway-sizer", "This tool", summary.environment.machine.gateway_sizer))
     return tuple(rows)
 
 
 def _reproduce(summary: RunSummary) -> tuple[str, ...]:
-    overrides = summary.environment.get("overrides") or {}
+    overrides = summary.environment.overrides
     make = " ".join(
-        [f"SCENARIO={shlex.quote(summary.scenario)}"]
-        + [f"{k.upper()}={shlex.quote(str(v))}" for k, v in overrides.items()]
+        [f"SCENARIO={shlex.quote(summary.scenario)}"] + [f"{k.upper()}={shlex.quote(v)}" for k, v in overrides.items()]
     )
     cli = " ".join(
         [f"--scenario {shlex.quote(summary.scenario)}"]
-        + [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in overrides.items()]
+        + [f"--{k.replace('_', '-')} {shlex.quote(v)}" for k, v in overrides.items()]
     )
     return (
         f"make sweep {make}",
@@ -314,16 +391,29 @@ def _reproduce(summary: RunSummary) -> tuple[str, ...]:
 def _baseline(summary: RunSummary) -> Baseline | None:
     """The backend measured directly and through Envoy, when the run measured it (scenario `baseline`)."""
     measured = summary.baseline
-    if measured is None or not measured.direct.get("rps"):
+    if measured is None or not measured.direct.rps:
         return None
     return Baseline(
         users=measured.users,
-        envoy_cpu=measured.envoy_cpu,
-        direct_rps=float(measured.direct["rps"]),
-        gateway_rps=float(measured.gateway.get("rps") or 0.0),
-        direct_p95_ms=measured.direct.get("p95_ms"),
-        gateway_p95_ms=measured.gateway.get("p95_ms"),
-        gateway_cpu=measured.gateway.get("cpu_utilization_mean"),
+        envoy_cpu=measured.envoy_cpu_cores,
+        direct_rps=measured.direct.rps,
+        gateway_rps=measured.gateway.rps,
+        direct_p95_ms=measured.direct.p95_ms,
+        gateway_p95_ms=measured.gateway.p95_ms,
+        gateway_cpu=measured.gateway.cpu_utilization_mean,
+    )
+
+
+def _fixed_loads(summary: RunSummary, scenario: Scenario | None) -> tuple[FixedLoad, ...]:
+    """With `search: fixed`, every configuration's CPU at each offered rate (the figures Envoy needs per
+    1,000 RPS at loads below its limit)."""
+    if scenario is None or scenario.load.search != "fixed" or scenario.load.mode != "rps":
+        return ()
+    return tuple(
+        FixedLoad(c.label, s.offered, s.rps, s.envoy_cpu_cores, s.cpu_utilization_mean)
+        for c in summary.configs
+        for s in sorted(c.steps, key=lambda s: s.offered)
+        if s.rps > 0
     )
 
 
@@ -334,11 +424,8 @@ def _no_fit_reason(points: Sequence[KneePoint]) -> str:
     return f"valid knees at one Envoy CPU limit only ({limits}): sweep two or more limits for a sizing rule"
 
 
-def build_report(
-    summary: RunSummary, scenario: dict[str, Any] | None = None, headroom: float = DEFAULT_HEADROOM
-) -> Report:
-    """The report for one run; `scenario` is the run's resolved scenario.yaml, when there is one."""
-    scenario = scenario or {}
+def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom: float = DEFAULT_HEADROOM) -> Report:
+    """The report for one run; `scenario` is the run's resolved scenario, when it has one that still loads."""
     points = knee_points(summary)
     fit = fit_knees(points)
     examples = tuple(recommend(fit, t, headroom) for t in example_targets(fit)) if fit and fit.slope > 0 else ()
@@ -361,7 +448,7 @@ def build_report(
         headroom=headroom,
         run_facts=_run_facts(summary, scenario),
         environment=_environment(summary, scenario),
-        knees=tuple(_knee_row(c) for c in summary.configs),
+        knees=tuple(_knee_row(c, summary.threshold) for c in summary.configs),
         points=tuple(points),
         fit=fit,
         no_fit_reason=None if fit else _no_fit_reason(points),
@@ -371,4 +458,5 @@ def build_report(
         reproduce=_reproduce(summary),
         baseline=_baseline(summary),
         notes=tuple(notes),
+        fixed_loads=_fixed_loads(summary, scenario),
     )

@@ -22,7 +22,7 @@ SIZE_IN = (6.4, 3.8)
 DPI = 120
 FONT_PT = 10.5
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-GRID = {"color": "#dddddd", "linewidth": 0.6}
+GRID_COLOR, GRID_LINEWIDTH = "#dddddd", 0.6
 _PERCENTILE_STYLES: dict[str, dict] = {
     "p50": {"linestyle": "--", "linewidth": 1.0, "alpha": 0.6},
     "p95": {"linestyle": "-", "linewidth": 1.6, "marker": "o"},
@@ -49,7 +49,7 @@ def _png(draw: Callable[[Axes], None]) -> bytes:
         figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
         FigureCanvasAgg(figure)
         axes = figure.subplots()
-        axes.grid(True, **GRID)
+        axes.grid(True, color=GRID_COLOR, linewidth=GRID_LINEWIDTH)
         axes.spines[["top", "right"]].set_visible(False)
         draw(axes)
         buffer = io.BytesIO()
@@ -79,22 +79,26 @@ def _knee_vs_cores(report: Report) -> Plot | None:
 
     def draw(ax: Axes) -> None:
         cores = [p.cpu_cores for p in report.points]
-        ax.scatter(cores, [p.rps for p in report.points], s=60, color=COLORS[0], zorder=3, label="measured knee")
+        errors = [
+            [p.rps - (p.low if p.low is not None else p.rps) for p in report.points],
+            [(p.high if p.high is not None else p.rps) - p.rps for p in report.points],
+        ]
+        ax.errorbar(cores, [p.rps for p in report.points], yerr=errors, fmt="o", ms=7, capsize=4, color=COLORS[0],
+                    zorder=3, label="knee (95% interval)")  # fmt: skip
         for p in report.points:
             ax.annotate(f"{p.rps:,.0f}", (p.cpu_cores, p.rps), textcoords="offset points", xytext=(8, -12))
+        capacities = [(k.cpu_cores, k.capacity_rps) for k in report.knees if k.capacity_rps and k.knee_rps]
+        if capacities:
+            ax.plot([c for c, _ in capacities], [r for _, r in capacities], "^", ms=8, color=COLORS[2], zorder=3,
+                    label="capacity (served in full)")  # fmt: skip
         top = max(cores) * 1.15
         if fit is not None:
             low = max(0.0, -fit.intercept / fit.slope) if fit.slope > 0 and fit.intercept < 0 else 0.0
             xs = [low, top]
-            ax.plot(
-                xs,
-                [fit.rps_at(x) for x in xs],
-                "--",
-                color=COLORS[1],
-                label=f"fit: {fit.slope:,.0f} RPS/core, R² {fit.r_squared:.3f}",
-            )
+            label = f"fit: {fit.slope_text().replace(' per core', '/core')}"
+            ax.plot(xs, [fit.rps_at(x) for x in xs], "--", color=COLORS[1], label=label)
         ax.set_xlim(0, top)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=max([p.high or p.rps for p in report.points] + [c for _, c in capacities]) * 1.15)
         ax.set_xlabel("Envoy CPU limit (cores)")
         ax.set_ylabel(f"knee RPS (at {report.threshold:.0%} CPU)")
         ax.yaxis.set_major_formatter("{x:,.0f}")
@@ -113,7 +117,11 @@ def _rps_vs_users(report: Report) -> Plot | None:
     def draw(ax: Axes) -> None:
         for i, section in enumerate(report.configs):
             ax.plot(
-                [r.users for r in section.rows], [r.rps for r in section.rows], "o-", color=_color(i), label=labels[i]
+                [r.step.users for r in section.rows],
+                [r.step.rps for r in section.rows],
+                "o-",
+                color=_color(i),
+                label=labels[i],
             )
             if section.knee_rps is not None and section.knee_users is not None:
                 ax.plot(section.knee_users, section.knee_rps, "*", ms=14, color=_color(i), markeredgecolor="black")
@@ -135,12 +143,12 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
 
     def draw(ax: Axes) -> None:
         for i, section in enumerate(report.configs):
-            rows = sorted(section.rows, key=lambda r: r.rps)
-            means = [r.cpu_mean * 100 for r in rows]
+            rows = sorted((r.step for r in section.rows), key=lambda s: s.rps)
+            means = [r.cpu_utilization_mean * 100 for r in rows]
             # the window's mean can fall just outside the min-max of its samples (Prometheus computes them apart)
             spread = [
-                [max(0.0, r.cpu_mean - r.cpu_min) * 100 for r in rows],
-                [max(0.0, r.cpu_max - r.cpu_mean) * 100 for r in rows],
+                [max(0.0, r.cpu_utilization_mean - r.cpu_utilization_min) * 100 for r in rows],
+                [max(0.0, r.cpu_utilization_max - r.cpu_utilization_mean) * 100 for r in rows],
             ]
             ax.errorbar(
                 [r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i), label=labels[i]
@@ -158,7 +166,7 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
         ax.set_xlabel("throughput (RPS, Locust)")
         ax.set_ylabel("Envoy CPU utilization (% of limit)")
         ax.set_xlim(left=0)
-        ax.set_ylim(0, max(105.0, *(r.cpu_max * 100 + 3 for s in report.configs for r in s.rows)))
+        ax.set_ylim(0, max(105.0, *(r.step.cpu_utilization_max * 100 + 3 for s in report.configs for r in s.rows)))
         ax.xaxis.set_major_formatter("{x:,.0f}")
         ax.legend(loc="lower right", frameon=False, fontsize="small")
 
@@ -167,7 +175,7 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
 
 
 def _latency_vs_rps(report: Report) -> Plot | None:
-    sections = [s for s in report.configs if any(r.p95_ms is not None for r in s.rows)]
+    sections = [s for s in report.configs if any(r.step.p95_ms is not None for r in s.rows)]
     if not sections:
         return None
 
@@ -176,7 +184,7 @@ def _latency_vs_rps(report: Report) -> Plot | None:
     def draw(ax: Axes) -> None:
         worst = 1.0
         for i, section in enumerate(sections):
-            rows = sorted((r for r in section.rows if r.p95_ms is not None), key=lambda r: r.rps)
+            rows = sorted((r.step for r in section.rows if r.step.p95_ms is not None), key=lambda s: s.rps)
             worst = max(worst, *(v for r in rows for v in (r.p95_ms, r.p99_ms) if v is not None))
             xs = [r.rps for r in rows]
             for style, values in (
@@ -206,7 +214,40 @@ def _latency_vs_rps(report: Report) -> Plot | None:
     return Plot("latency_vs_rps", "Latency percentiles vs RPS", caption, _png(draw))
 
 
+def _cost_vs_rps(report: Report) -> Plot | None:
+    """Envoy's CPU time per request against the load: flat if the cost per request did not depend on load."""
+    sections = [s for s in report.configs if any(r.step.cpu_per_request_us for r in s.rows)]
+    if not sections:
+        return None
+    labels = _legend_labels(sections)
+
+    def draw(ax: Axes) -> None:
+        for i, section in enumerate(sections):
+            costs = sorted((r.step.rps, r.step.cpu_per_request_us or 0.0, r.at_limit) for r in section.rows)
+            points = [(rps, cost) for rps, cost, _ in costs if cost > 0]
+            ringed = [(rps, cost) for rps, cost, limit in costs if cost > 0 and limit]
+            ax.plot(*zip(*points, strict=True), "o", color=_color(i), label=labels[i], alpha=0.85)
+            if ringed:
+                ax.plot(*zip(*ringed, strict=True), "o", mfc="none", ms=11, color=_color(i))
+            knee = section.knee
+            if knee.knee_rps is not None and knee.cpu_per_request_us is not None:
+                ax.plot(knee.knee_rps, knee.cpu_per_request_us, "*", ms=14, color=_color(i), markeredgecolor="black")
+        ax.set_xlabel("throughput (RPS, Locust)")
+        ax.set_ylabel("Envoy CPU per request (µs)")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper right", frameon=False, fontsize="small")
+
+    caption = (
+        "Envoy's CPU time per request in each window; ringed: at or past the threshold; star: at the knee. "
+        "A falling cost means utilization is not proportional to RPS."
+    )
+    return Plot("cost_vs_rps", "CPU per request vs RPS", caption, _png(draw))
+
+
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
-    made = (make(report) for make in (_knee_vs_cores, _cpu_vs_rps, _rps_vs_users, _latency_vs_rps))
+    makers = (_knee_vs_cores, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps)
+    made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

@@ -2,18 +2,26 @@
 
 The fit's slope is the RPS each added Envoy core buys at the knee (90% CPU); `recommend` inverts it for a
 target RPS with headroom: cores = (target x (1 + headroom) - intercept) / slope, rounded up.
+
+The slope's 95% interval combines two uncertainties: the knees' own (each knee's interval, propagated
+through the least-squares weights) and, with three knees or more, the line's residual scatter (with
+Student's t for its few degrees of freedom). So two knees measured to +-3% give a slope known to about
++-5-10%, and the sizing says so instead of "R^2 1.000".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
 
 from runner.errors import UsageError
+from runner.model import ConfigResult, Knee, RunSummary
 from runner.quantities import format_cpu, format_memory
 from runner.report import formatting as fmt
-from runner.results import ConfigResult, KneeModel, RunSummary
 
 __all__ = [
     "DEFAULT_HEADROOM",
@@ -34,6 +42,7 @@ DEFAULT_HEADROOM = 0.3
 CPU_STEP_CORES = 0.1  # requests are rounded up to 100m
 MEMORY_STEP_BYTES = 64 * 2**20  # and to 64Mi
 LINEAR_R_SQUARED = 0.95  # at or above: knee RPS is called linear in cores
+CONFIDENCE = 0.95
 SWEEP_HINT = "sweep two or more Envoy CPU limits, e.g. make sweep ENVOY_CPUS=0.15,0.3"
 
 
@@ -46,6 +55,8 @@ class KneePoint:
     rps: float
     peak_memory_bytes: float
     peak_rps: float
+    low: float | None = None  # the knee's 95% interval, when it has one
+    high: float | None = None
 
     @property
     def rps_per_core(self) -> float:
@@ -60,6 +71,7 @@ class Fit:
     intercept: float
     r_squared: float
     points: tuple[KneePoint, ...]
+    slope_interval: tuple[float, float] | None = field(default=None, compare=False)
 
     @property
     def cores_range(self) -> tuple[float, float]:
@@ -79,11 +91,38 @@ class Fit:
         sign = "-" if self.intercept < 0 else "+"
         return f"knee RPS = {self.slope:,.0f} x cores {sign} {abs(self.intercept):,.0f}"
 
+    def slope_text(self) -> str:
+        """ "8,534 RPS per core (95% CI 7,900-9,200)" """
+        interval = self.slope_interval
+        ci = f" (95% CI {interval[0]:,.0f}-{interval[1]:,.0f})" if interval else ""
+        return f"{self.slope:,.0f} RPS per core{ci}"
+
     def describe(self) -> str:
-        """ "knee RPS = 8,534 x cores - 756 (R^2 1.000, 2 knees at 150m-300m)" """
+        """ "knee RPS = 8,534 x cores - 756 (slope 95% CI 7,900-9,200, R^2 1.000, 2 knees at 150m-300m)" """
         low, high = self.cores_range
         knees = f"{len(self.points)} knees at {fmt.cpu(low)}-{fmt.cpu(high)}"
-        return f"{self.equation()} (R^2 {self.r_squared:.3f}, {knees})"
+        interval = self.slope_interval
+        ci = f"slope 95% CI {interval[0]:,.0f}-{interval[1]:,.0f}, " if interval else ""
+        return f"{self.equation()} ({ci}R^2 {self.r_squared:.3f}, {knees})"
+
+    def cores_for(self, rps: float) -> tuple[float, float] | None:
+        """The cores a knee of `rps` needs at either end of the slope's interval (the line pivots on the
+        knees' centroid), low first; None without an interval or when it reaches a flat slope."""
+        if self.slope_interval is None or self.slope_interval[0] <= 0:
+            return None
+        mean_x = sum(p.cpu_cores for p in self.points) / len(self.points)
+        mean_y = sum(p.rps for p in self.points) / len(self.points)
+        ends = sorted(mean_x + (rps - mean_y) / slope for slope in self.slope_interval)
+        return ends[0], ends[1]
+
+    def extrapolation(self, cores: float) -> float:
+        """How far `cores` lies outside the measured limits, as a factor (1.0 inside them)."""
+        low, high = self.cores_range
+        if cores > high:
+            return cores / high
+        if cores < low:
+            return low / cores if cores > 0 else math.inf
+        return 1.0
 
     def caveats(self) -> list[str]:
         """What limits trust in the line, each with what to do."""
@@ -116,6 +155,7 @@ class Recommendation:
     peak_memory_bytes: float
     fit: Fit
     warnings: tuple[str, ...]
+    cores_interval: tuple[float, float] | None = None  # the cores needed at either end of the slope's interval
 
     @property
     def extrapolated(self) -> bool:
@@ -131,9 +171,9 @@ class Recommendation:
         return format_memory(self.memory_bytes) if self.memory_bytes else "-"
 
 
-def valid_knee(config: ConfigResult) -> KneeModel | None:
+def valid_knee(config: ConfigResult) -> Knee | None:
     """A configuration's knee when it counts: the configuration ended `saturated` (no guard fired)."""
-    return config.knee if config.status == "saturated" else None
+    return config.valid_knee
 
 
 def knee_points(summary: RunSummary) -> list[KneePoint]:
@@ -143,27 +183,49 @@ def knee_points(summary: RunSummary) -> list[KneePoint]:
         knee = valid_knee(config)
         if knee is None:
             continue
-        memory = max((s.get("envoy_memory_bytes") or 0.0 for s in config.steps), default=0.0)
-        peak_rps = max((s.get("rps") or 0.0 for s in config.steps), default=0.0)
-        points.append(KneePoint(config.label, config.envoy.cpu, knee.rps, memory, peak_rps))
+        memory = max((s.envoy_memory_bytes for s in config.steps), default=0.0)
+        peak_rps = max((s.rps for s in config.steps), default=0.0)
+        points.append(KneePoint(config.label, config.envoy.cpu_cores, knee.rps, memory, peak_rps, knee.low, knee.high))
     return points
 
 
+def _slope_interval(points: Sequence[KneePoint], residual_sd: float) -> tuple[float, float] | None:
+    """The slope's 95% interval from the knees' intervals and the residual scatter (see the module's
+    docstring); None when neither says anything (two knees without intervals fit any line exactly)."""
+    if len(points) == 2 and any(p.low is None or p.high is None for p in points):
+        return None  # two knees, one of them without an interval: nothing bounds the line's slope
+    x = np.array([p.cpu_cores for p in points])
+    weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()  # the slope is sum(weights * knee RPS)
+    half_widths = np.array([(p.high - p.low) / 2 if p.low is not None and p.high is not None else 0.0 for p in points])
+    from_knees = float(np.sqrt((weights**2 * half_widths**2).sum()))  # 95% half-widths combine as the z's cancel
+    from_scatter = 0.0
+    if len(points) > 2:
+        dof = len(points) - 2
+        from_scatter = (
+            float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) * residual_sd / float(np.sqrt(((x - x.mean()) ** 2).sum()))
+        )
+    half = math.hypot(from_knees, from_scatter)
+    if half == 0:
+        return None
+    slope = float((weights * np.array([p.rps for p in points])).sum())
+    return slope - half, slope + half
+
+
 def fit_knees(points: Sequence[KneePoint]) -> Fit | None:
-    """The least-squares line through the knees; None when they sit at fewer than two CPU limits."""
+    """The least-squares line through the knees with its slope's interval; None when they sit at fewer
+    than two CPU limits."""
     if len({p.cpu_cores for p in points}) < 2:
         return None
-    n = len(points)
-    mean_x = sum(p.cpu_cores for p in points) / n
-    mean_y = sum(p.rps for p in points) / n
-    sxx = sum((p.cpu_cores - mean_x) ** 2 for p in points)
-    sxy = sum((p.cpu_cores - mean_x) * (p.rps - mean_y) for p in points)
-    slope = sxy / sxx
-    intercept = mean_y - slope * mean_x
-    ss_res = sum((p.rps - (slope * p.cpu_cores + intercept)) ** 2 for p in points)
-    ss_tot = sum((p.rps - mean_y) ** 2 for p in points)
+    x = np.array([p.cpu_cores for p in points])
+    y = np.array([p.rps for p in points])
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
+    intercept = float(y.mean() - slope * x.mean())
+    ss_res = float(((y - (slope * x + intercept)) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
     r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return Fit(slope, intercept, r_squared, tuple(sorted(points, key=lambda p: p.cpu_cores)))
+    residual_sd = math.sqrt(ss_res / (len(points) - 2)) if len(points) > 2 else 0.0
+    ordered = tuple(sorted(points, key=lambda p: p.cpu_cores))
+    return Fit(slope, intercept, r_squared, ordered, _slope_interval(ordered, residual_sd))
 
 
 def require_fit(summary: RunSummary) -> Fit:
@@ -212,8 +274,8 @@ def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -
     if not low <= exact <= high:
         knee_low, knee_high = fit.rps_range
         warnings.append(
-            f"extrapolated: {required:,.0f} RPS needs {exact:.2f} cores, outside the measured "
-            f"{fmt.cpu(low)}-{fmt.cpu(high)} ({knee_low:,.0f}-{knee_high:,.0f} knee RPS); "
+            f"extrapolated {fit.extrapolation(exact):.1f}x: {required:,.0f} RPS needs {exact:.2f} cores, outside "
+            f"the measured {fmt.cpu(low)}-{fmt.cpu(high)} ({knee_low:,.0f}-{knee_high:,.0f} knee RPS); "
             f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)} CPU"
         )
     peak_rps = max(p.peak_rps for p in fit.points)
@@ -222,7 +284,9 @@ def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -
             f"memory measured up to {peak_rps:,.0f} RPS only; Envoy's working set grows with connections, "
             "so watch it at the target load"
         )
-    return Recommendation(target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings))
+    return Recommendation(
+        target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings), fit.cores_for(required)
+    )
 
 
 def format_recommendation(rec: Recommendation, run_id: str) -> str:
@@ -235,9 +299,12 @@ def format_recommendation(rec: Recommendation, run_id: str) -> str:
     else:
         memory = "not measured in this run: keep the limit it ran with"
     knee = f"a knee at {rec.required_rps:,.0f} RPS"
+    interval = rec.cores_interval
+    spread = f"; {interval[0]:.2f}-{interval[1]:.2f} within the slope's 95% interval" if interval else ""
     lines = [
         f"Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom ({knee}):",
-        f"  cpu:     {rec.cpu:<7} ({rec.cores_exact:.3f} cores by the fit, rounded up to {format_cpu(CPU_STEP_CORES)})",
+        f"  cpu:     {rec.cpu:<7} ({rec.cores_exact:.3f} cores by the fit{spread}, rounded up to "
+        f"{format_cpu(CPU_STEP_CORES)})",
         f"  memory:  {memory}",
     ]
     if rec.memory_bytes is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from runner.results import RunSummary, load_summary
+from runner.model import RunSummary, Step
+from runner.results import load_summary
 
 FIXTURE_RUN = Path(__file__).resolve().parent / "data" / "local-150m-300m"
 THREE_LIMITS_RUN = Path(__file__).resolve().parent / "data" / "local-100m-200m-300m"  # a later sweep
@@ -25,3 +26,37 @@ def copy_run(tmp_path: Path, summary: RunSummary | None = None, name: str = "run
     if summary is not None:
         (run_dir / "summary.json").write_text(summary.model_dump_json(indent=2))
     return run_dir
+
+
+def make_step(**fields: object) -> Step:
+    """A measured step with plausible figures; `fields` replace any of them."""
+    base = Step(
+        index=0,
+        users=10,
+        target_rps=None,
+        rps=1000.0,
+        envoy_rps=1000.0,
+        cpu_utilization_min=0.5,
+        cpu_utilization_mean=0.5,
+        cpu_utilization_max=0.5,
+        envoy_cpu_cores=0.1,
+        envoy_memory_bytes=2e7,
+        p50_ms=1.0,
+        p95_ms=2.0,
+        p99_ms=3.0,
+        fail_ratio=0.0,
+        requests=10_000,
+        failures=0,
+        generator_cpu_max=0.2,
+        backend_cpu_cores=0.05,
+        started_at=0.0,
+        window_s=10.0,
+    )
+    return base.model_copy(update=fields)
+
+
+def change_step(summary: RunSummary, config: int, step: int, **fields: object) -> Step:
+    """Replace figures of one step of `summary` in place; returns the new step."""
+    steps = summary.configs[config].steps
+    steps[step] = steps[step].model_copy(update=fields)
+    return steps[step]

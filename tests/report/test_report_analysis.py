@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from report_data import THREE_LIMITS_RUN, fixture_summary
+from report_data import THREE_LIMITS_RUN, change_step, fixture_summary, make_step
 
+from runner.model import Finding, Step
 from runner.report.analysis import conclusions, step_analysis
 from runner.report.sizing import KneePoint, fit_knees, knee_points
 from runner.results import load_summary
 
 
-def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> dict:
-    return {
-        "index": 0,
-        "users": users,
-        "target_rps": None,
-        "rps": users * 100.0,
-        "cpu_utilization_mean": mean,
-        "p95_ms": p95,
-        "fail_ratio": fail_ratio,
-        "failures": failures,
-    }
+def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> Step:
+    return make_step(
+        users=users, rps=users * 100.0, cpu_utilization_mean=mean, p95_ms=p95, fail_ratio=fail_ratio, failures=failures
+    )
 
 
 def test_step_sentences_follow_utilization_like_the_reference_report():
@@ -78,7 +72,9 @@ def test_linearity_is_claimed_only_with_three_or_more_knees_on_a_line():
 def test_troubles_in_the_data_become_conclusions():
     summary = fixture_summary()
     step = summary.configs[1].steps[-1]
-    step.update(generator_cpu_max=0.97, failures=300, fail_ratio=300 / step["requests"], envoy_rps=step["rps"] * 1.2)
+    change_step(
+        summary, 1, -1, generator_cpu_max=0.97, failures=300, fail_ratio=300 / step.requests, envoy_rps=step.rps * 1.2
+    )
     summary.configs[1].status = "invalid"
     summary.configs[1].reason = "add Locust workers: generator at 97% CPU"
     texts = _texts(summary)
@@ -90,7 +86,8 @@ def test_troubles_in_the_data_become_conclusions():
 
 
 def test_a_fired_guard_is_named_in_the_step_analysis():
-    step = _step(0.4) | {"guards": [{"guard": "generator", "detail": "Locust worker at 97% CPU"}]}
+    finding = Finding(guard="generator", detail="Locust worker at 97% CPU", advice="add workers")
+    step = _step(0.4).model_copy(update={"guards": (finding,)})
     assert step_analysis(step, [step], 0.9).endswith(
         "room for more requests. Guard generator: Locust worker at 97% CPU."
     )
@@ -102,3 +99,23 @@ def test_conclusions_of_a_real_three_limit_run():
     assert "Envoy's CPU limit decides throughput: each added core adds 7,404 RPS at the knee." in texts
     assert any(t.startswith("Knee RPS grows faster than the CPU limit (6.26x for 3.00x the cores)") for t in texts)
     assert any(t.startswith("p95 latency jumped past 90% CPU at 100m only") for t in texts)
+
+
+def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
+    from report_data import fixture_summary
+
+    from runner.model import Isolation, Node
+    from runner.report.model import _environment
+
+    summary = fixture_summary()
+    environment = summary.environment.model_copy(
+        update={
+            "isolation": Isolation(cpu_manager_policy="none", note="not pinned"),
+            "nodes": (Node(name="n1", cpu="2", kernel="6.1", cpu_model=None),),
+        }
+    )
+    rows = {
+        row.name: row.description for row in _environment(summary.model_copy(update={"environment": environment}), None)
+    }
+    assert rows["Isolation"] == "kubelet CPU manager policy: none; not pinned"
+    assert rows["Node n1"] == "CPU model not labelled (Node Feature Discovery), 2 CPUs, 6.1"

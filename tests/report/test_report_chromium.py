@@ -65,7 +65,7 @@ def test_report_html_renders_in_chromium(tmp_path: Path):
         assert table["shown"] and table["width"] > 600 and table["height"] > 50, table
     assert tables["knee-table"]["rows"] == 3 and tables["examples-table"]["rows"] == 5
 
-    assert len(page["images"]) == 4
+    assert len(page["images"]) == 5
     for image in page["images"]:
         assert image["complete"] and image["natural"] > 0, image
         assert image["shown"] and image["width"] > 300 and image["height"] > 150, image

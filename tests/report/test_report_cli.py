@@ -26,6 +26,7 @@ def test_report_writes_markdown_html_and_plots_into_the_run(tmp_path: Path):
     assert result.stdout.splitlines() == [f"wrote {run_dir / 'report.md'}", f"wrote {run_dir / 'report.html'}"]
     assert (run_dir / "report.md").read_text().startswith("# Envoy gateway sizing report")
     assert sorted(p.name for p in (run_dir / "plots").iterdir()) == [
+        "cost_vs_rps.png",
         "cpu_vs_rps.png",
         "knee_vs_cores.png",
         "latency_vs_rps.png",
@@ -46,7 +47,7 @@ def test_recommend_prints_cores_memory_and_the_fit(tmp_path: Path):
     assert lines[1].split() == ["cpu:", "900m", "(0.850", "cores", "by", "the", "fit,", "rounded", "up", "to", "100m)"]
     assert lines[2].split()[:2] == ["memory:", "64Mi"]
     assert "fit: knee RPS = 8,534 x cores - 756 (R^2 1.000, 2 knees at 150m-300m)" in result.stdout
-    assert "warning: extrapolated: 6,500 RPS needs 0.85 cores" in result.stdout
+    assert "warning: extrapolated 2.8x: 6,500 RPS needs 0.85 cores" in result.stdout
 
 
 def test_recommend_headroom_changes_the_answer(tmp_path: Path):
@@ -84,7 +85,7 @@ def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):
     assert same.returncode == 0, same.stderr
     assert "no regression beyond -5%" in same.stdout
     slower = fixture_summary()
-    slower.configs[1].knee.rps *= 0.92
+    slower.configs[1].knee = slower.configs[1].knee.model_copy(update={"rps": slower.configs[1].knee.rps * 0.92})
     b = copy_run(tmp_path, slower, "b")
     result = run_sizer("compare", str(a), str(b))
     assert result.returncode == 1, result.stderr

@@ -6,15 +6,19 @@ import pytest
 from report_data import KNEE_150M, KNEE_300M, fixture_summary
 
 from runner.errors import UsageError
+from runner.model import RunSummary
 from runner.report.compare import compare_runs, format_comparison
-from runner.results import RunSummary
 
 
 def _slower(factor_150m: float, factor_300m: float = 1.0) -> RunSummary:
     summary = fixture_summary()
     summary.run_id = "run-b"
-    summary.configs[0].knee.rps *= factor_150m
-    summary.configs[1].knee.rps *= factor_300m
+    summary.configs[0].knee = summary.configs[0].knee.model_copy(
+        update={"rps": summary.configs[0].knee.rps * factor_150m}
+    )
+    summary.configs[1].knee = summary.configs[1].knee.model_copy(
+        update={"rps": summary.configs[1].knee.rps * factor_300m}
+    )
     return summary
 
 

@@ -7,11 +7,11 @@ import re
 from html.parser import HTMLParser
 
 from PIL import Image
-from report_data import FIXTURE_RUN, fixture_summary
+from report_data import FIXTURE_RUN, change_step, fixture_summary, make_step
 
+from runner.model import BaselineResult, RunSummary
 from runner.report import read_scenario, render_files
 from runner.report.model import build_report
-from runner.results import BaselineResult, RunSummary
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -44,8 +44,9 @@ def test_markdown_has_the_answer_first_then_the_reference_tables():
     assert "- **8,534 RPS per added Envoy core** at the knee: knee RPS = 8,534 x cores - 756" in md
     assert "**Sizing rule:** Envoy cores = (target RPS x 1.3 + 756) / 8,534, rounded up to 100m" in md
     assert "| 5,000 | 6,500 | 900m | 64Mi | extrapolated beyond the measured knees |" in md
-    assert "| 150m | 256Mi | 1 | 1 | 524 | 3,495 | 27.0 | saturated |  |" in md
-    assert "| 300m | 256Mi | 1 | 1 | 1,804 | 6,014 | 90.9 | saturated |  |" in md
+    # CPU per request at the knee = 90% x limit / knee: 0.9 x 0.15 / 524.26 = 258 µs; 0.9 x 0.3 / 1,804 = 150 µs
+    assert "| 150m | 256Mi | 1 | 1 | 524 | - | 3,495 | 258 µs | - | - | saturated |  |" in md
+    assert "| 300m | 256Mi | 1 | 1 | 1,804 | - | 6,014 | 150 µs | - | - | saturated |  |" in md
     # one reference-style table per configuration, rows ordered by offered load, CPU as min-max
     assert md.count("| Step | Users | Offered RPS | RPS | CPU utilization | p95 | Failures | Analysis |") == 2
     assert (
@@ -64,6 +65,7 @@ def test_every_plot_is_a_png_the_markdown_links_and_the_html_embeds():
     files = _render()
     plots = sorted(name for name in files if name.startswith("plots/"))
     assert plots == [
+        "plots/cost_vs_rps.png",
         "plots/cpu_vs_rps.png",
         "plots/knee_vs_cores.png",
         "plots/latency_vs_rps.png",
@@ -85,7 +87,7 @@ def test_html_is_self_contained_and_holds_every_table():
     assert external == []
     assert page.tags.get("script") is None and page.tags.get("link") == 1  # the inline data: favicon only
     assert page.table_ids == ["knee-table", "examples-table", "steps", "steps", "environment-table", "run-table"]
-    assert page.tags["img"] == 4
+    assert page.tags["img"] == 5
 
 
 def test_status_and_reason_are_rendered_whatever_they_are():
@@ -94,12 +96,13 @@ def test_status_and_reason_are_rendered_whatever_they_are():
     summary.configs[1].reason = "add Locust workers: generator at 97% CPU <b>|</b>"
     files = _render(summary)
     md, html = files["report.md"].decode(), files["report.html"].decode()
-    assert "| 300m | 256Mi | 1 | 1 | - | - | - | invalid | add Locust workers: generator at 97% CPU <b>\\|</b> |" in md
+    reason = "add Locust workers: generator at 97% CPU <b>\\|</b>"
+    assert f"| 300m | 256Mi | 1 | 1 | - | - | - | - | - | - | invalid | {reason} |" in md
     assert "No sizing rule: valid knees at one Envoy CPU limit only (150m)" in md
     status = '<span class="status status-invalid">invalid</span>'
     assert f"{status}: add Locust workers: generator at 97% CPU &lt;b&gt;|" in html
     assert 'class="nofit"' in html and 'id="rps-per-core"' not in html
-    assert "Status **invalid**: add Locust workers" in md  # its interpolated knee is not presented as one
+    assert "Status invalid: add Locust workers" in md  # its interpolated knee is not presented as one
     assert "plots/knee_vs_cores.png" in files  # one knee is still plotted
 
 
@@ -112,7 +115,7 @@ def test_an_interrupted_run_reports_what_finished():
         "The run is interrupted (stopped by Ctrl-C or SIGTERM): this report covers the configurations that finished.",
     )
     md = render_files(summary)["report.md"].decode()
-    assert "| 300m | 256Mi | 1 | 1 | - | - | - | running |  |" in md
+    assert "| 300m | 256Mi | 1 | 1 | - | - | - | - | - | - | running |  |" in md
     assert "Duration | - |" in md
 
 
@@ -121,9 +124,9 @@ def test_a_measured_baseline_gets_its_section_and_conclusion():
     assert "Baseline" not in render_files(summary)["report.md"].decode()
     summary.baseline = BaselineResult(
         users=20,
-        envoy_cpu=0.3,
-        direct={"rps": 4000.0, "p95_ms": 3.0},
-        gateway={"rps": 3280.0, "p95_ms": 9.0, "cpu_utilization_mean": 0.97},
+        envoy_cpu_cores=0.3,
+        direct=make_step(rps=4000.0, p95_ms=3.0, cpu_utilization_mean=0.0),
+        gateway=make_step(rps=3280.0, p95_ms=9.0, cpu_utilization_mean=0.97),
     )
     files = render_files(summary)
     md, html = files["report.md"].decode(), files["report.html"].decode()
@@ -139,6 +142,6 @@ def test_a_measured_baseline_gets_its_section_and_conclusion():
 
 def test_a_window_mean_outside_its_min_max_still_plots():
     summary = fixture_summary()
-    step = summary.configs[0].steps[1]  # as measured in a real sweep: mean 0.9040 with max 0.8992
-    step.update(cpu_utilization_min=0.8917, cpu_utilization_mean=0.9040, cpu_utilization_max=0.8992)
+    # as measured in a real sweep: mean 0.9040 with max 0.8992
+    change_step(summary, 0, 1, cpu_utilization_min=0.8917, cpu_utilization_mean=0.9040, cpu_utilization_max=0.8992)
     assert "plots/cpu_vs_rps.png" in render_files(summary)

@@ -78,7 +78,7 @@ def test_recommend_beyond_the_measured_range_warns():
     rec = recommend(fit_knees(THREE), 5000, 0.3)
     assert rec.cores_exact == pytest.approx(6400 / 950)
     assert rec.cpu == "6800m" and rec.extrapolated
-    assert any(w.startswith("extrapolated: 6,500 RPS needs 6.74 cores") for w in rec.warnings), rec.warnings
+    assert any(w.startswith("extrapolated 2.2x: 6,500 RPS needs 6.74 cores") for w in rec.warnings), rec.warnings
     assert any(w.endswith("confirm with a sweep whose Envoy CPU limits reach 6800m CPU") for w in rec.warnings)
     assert any("memory measured up to" in w for w in rec.warnings)
 
@@ -148,3 +148,41 @@ def test_fit_and_recommend_on_a_real_three_limit_run():
     within = recommend(fit, 1000)  # (1300 + 476) / 7404 = 0.240 cores
     assert within.cpu == "300m" and not within.extrapolated
     assert recommend(fit, 5000).cpu == "1"  # 0.942 cores, beyond 300m: extrapolated
+
+
+def _measured(cores: float, rps: float, half: float) -> KneePoint:
+    return KneePoint(f"Envoy {cores}", cores, rps, 100 * MIB, rps * 1.1, rps - half, rps + half)
+
+
+def test_the_slope_interval_carries_the_knees_own_intervals():
+    fit = fit_knees([_measured(1, 1000, 30), _measured(2, 2000, 60)])
+    # slope = knee(2) - knee(1); its half-width = hypot(30, 60) = 67.08 (each knee's interval, propagated)
+    assert fit.slope == pytest.approx(1000)
+    assert fit.slope_interval == pytest.approx((1000 - 67.082, 1000 + 67.082), abs=0.01)
+    assert fit.slope_text() == "1,000 RPS per core (95% CI 933-1,067)"
+    rec = recommend(fit, 1500, 0.3)  # a knee of 1,950: 1.95 cores by the fit
+    # the line pivots on the centroid (1.5 cores, 1,500 RPS): 1.5 + 450 / slope at either end
+    assert rec.cores_interval == pytest.approx((1.5 + 450 / 1067.082, 1.5 + 450 / 932.918), abs=1e-4)
+    assert "1.950 cores by the fit; 1.92-1.98 within the slope's 95% interval" in format_recommendation(rec, "r")
+
+
+def test_three_knees_without_intervals_get_the_scatter_with_students_t():
+    fit = fit_knees(THREE)
+    # residual sd sqrt(15,000 / 1) = 122.47; se = 122.47 / sqrt(Sxx = 2) = 86.60; t(0.975, 1 dof) = 12.706
+    assert fit.slope_interval == pytest.approx((950 - 1100.4, 950 + 1100.4), abs=0.5)
+
+
+def test_two_knees_without_intervals_have_no_slope_interval():
+    assert fit_knees([_point(1, 1000), _point(2, 2000)]).slope_interval is None
+
+
+def test_the_slopes_interval_from_two_knees_needs_both_intervals_and_grows_with_them():
+    a = KneePoint("a", 0.25, 650, 1e7, 700, 620, 680)  # +-30 RPS
+    b = KneePoint("b", 0.5, 1450, 1e7, 1500, 1400, 1500)  # +-50 RPS
+    fit = fit_knees([a, b])
+    assert fit.slope == pytest.approx(3200)
+    # the slope is (b - a) / 0.25: its half-width is sqrt(30^2 + 50^2) / 0.25
+    half = (30**2 + 50**2) ** 0.5 / 0.25
+    assert fit.slope_interval == pytest.approx((3200 - half, 3200 + half))
+    interpolated = KneePoint("b", 0.5, 1450, 1e7, 1500)  # no interval
+    assert fit_knees([a, interpolated]).slope_interval is None

@@ -1,0 +1,132 @@
+"""Replicas, N+1 and the HPA target from a recorded run, computed here by hand and compared with `recommend`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from report_data import FIXTURE_RUN, THREE_LIMITS_RUN, copy_run, fixture_summary
+from sizer_testing import run_sizer
+
+from runner.errors import UsageError
+from runner.report.manifests import Gateway, envoy_manifests, gateway_of_run
+from runner.report.replicas import hpa_target_percent, plan_replicas, replicas_for
+from runner.report.sizing import fit_knees, knee_points, recommend
+
+
+def _by_hand(run: Path, target: float, headroom: float) -> dict[str, float]:
+    """The whole derivation from summary.json's raw numbers: least squares through the saturated knees, the
+    measured limit with the fewest cores at N+1, N, N+1, the HPA target and its range."""
+    raw = json.loads((run / "summary.json").read_text())
+    knees = [(c["envoy"]["cpu"], c["knee"]["rps"]) for c in raw["configs"] if c["status"] == "saturated"]
+    xs, ys = [k[0] for k in knees], [k[1] for k in knees]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in knees) / sum((x - mx) ** 2 for x in xs)
+    intercept = my - slope * mx
+    required = target * (1 + headroom)
+    options = []
+    for cores in set(xs):
+        knee = slope * cores + intercept
+        n = math.ceil(required / knee)
+        options.append(((n + 1) * cores, -cores, cores, knee, n))
+    _, _, cores, knee, n = min(options)
+    hpa = math.floor(100 * raw["threshold"] / (1 + headroom))
+    return {"cores": cores, "knee": knee, "replicas": n, "min": n + 1, "max": 2 * (n + 1), "hpa": hpa}
+
+
+@pytest.mark.parametrize(
+    ("run", "target", "headroom"),
+    [(FIXTURE_RUN, 5000, 0.3), (FIXTURE_RUN, 20_000, 0.5), (THREE_LIMITS_RUN, 5000, 0.3), (THREE_LIMITS_RUN, 800, 0)],
+)
+def test_replicas_n_plus_one_and_hpa_target_match_a_hand_computation(tmp_path: Path, run, target, headroom):
+    hand = _by_hand(run, target, headroom)
+    run_dir = tmp_path / "run"
+    shutil.copytree(run, run_dir)
+    args = ["recommend", f"--target-rps={target}", f"--headroom={headroom}", "--run", str(run_dir)]
+    text = run_sizer(*args)
+    assert text.returncode == 0, text.stderr
+    cpu = f"{round(hand['cores'] * 1000)}m"
+    assert f"; {cpu} CPU per replica: the measured limit that runs the fewest cores at N+1" in text.stdout
+    assert f"  replicas:    {hand['replicas']} x {cpu} = {hand['replicas'] * hand['cores']:.2f} cores" in text.stdout
+    assert f"  N+1:         {hand['min']} x {cpu} = {hand['min'] * hand['cores']:.2f} cores" in text.stdout
+    assert f"ceil({target * (1 + headroom):,.0f} / {hand['knee']:,.0f}) = {hand['replicas']}" in text.stdout
+    assert f"  HPA target:  {hand['hpa']}% CPU utilization = floor(100 x 0.9 / (1 + {headroom:g}))" in text.stdout
+    assert f"  HPA range:   min {hand['min']} (N+1), max {hand['max']} (2 x min)" in text.stdout
+
+    out = run_sizer(*args, "--output=yaml")
+    assert out.returncode == 0, out.stderr
+    patch, hpa, pdb = yaml.safe_load_all(out.stdout)
+    resources = patch["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == resources["limits"] and resources["limits"]["cpu"] == cpu
+    assert hpa["spec"]["minReplicas"] == hand["min"] and hpa["spec"]["maxReplicas"] == hand["max"]
+    metric = hpa["spec"]["metrics"][0]
+    assert metric["type"] == "ContainerResource" and metric["containerResource"]["container"] == "envoy"
+    assert metric["containerResource"]["target"] == {"type": "Utilization", "averageUtilization": hand["hpa"]}
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "envoy"}}}
+    assert {d["metadata"]["namespace"] for d in (patch, hpa, pdb)} == {"projectcontour"}
+
+
+def test_the_fixture_run_by_hand_in_numbers():
+    """The figures the README shows: 4 x 300m, 5 with one lost, HPA at 69%."""
+    rec = recommend(fit_knees(knee_points(fixture_summary())), 5000, 0.3)
+    plan = plan_replicas(rec, 0.9, summary=fixture_summary())
+    assert (plan.cores_per_replica, plan.replicas, plan.min_replicas, plan.max_replicas) == (0.3, 4, 5, 10)
+    assert plan.knee_per_replica == pytest.approx(1804.34, abs=0.01)
+    assert plan.hpa_target_pct == 69
+    # At 300m the run measured 72% at 69/90 of the knee (CPU per request falls with load): scale-out earlier.
+    assert plan.measured is not None and plan.measured.utilization == pytest.approx(0.72, abs=0.01)
+    assert plan.measured.scale_out_rps == pytest.approx(1283, abs=1)
+
+
+def test_exact_multiples_and_the_formula_edges():
+    assert replicas_for(6000, 2000) == 3 and replicas_for(6000.000001, 2000) == 4 and replicas_for(10, 2000) == 1
+    assert hpa_target_percent(0.9, 0.3) == 69 and hpa_target_percent(0.9, 0) == 90 and hpa_target_percent(0.9, 10) == 8
+    assert hpa_target_percent(0.9, 0.5) == 60  # 90 / 1.5 exactly, not 59 from float noise
+
+
+def test_cores_per_replica_outside_the_measured_range_is_extrapolation():
+    rec = recommend(fit_knees(knee_points(fixture_summary())), 5000, 0.3)
+    plan = plan_replicas(rec, 0.9, cores_per_replica=2)
+    assert plan.replicas == 1 and plan.min_replicas == 2  # 8,534 x 2 - 756 = 16,312 >= 6,500
+    assert any(w.startswith("extrapolated 6.7x: 2 CPU per replica") for w in plan.warnings)
+    with pytest.raises(UsageError, match="no positive knee at 50m"):
+        plan_replicas(rec, 0.9, cores_per_replica=0.05)
+
+
+def _kubernetes_run(tmp_path: Path, workload: dict) -> Path:
+    run_dir = copy_run(tmp_path, fixture_summary().model_copy(update={"platform": "kubernetes"}))
+    scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    scenario["envoy"]["workload"] = workload
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    return run_dir
+
+
+def test_a_kubernetes_run_names_its_own_gateway(tmp_path: Path):
+    run_dir = _kubernetes_run(tmp_path, {"namespace": "edge", "name": "gw", "container": "proxy", "kind": "auto"})
+    gw = gateway_of_run(run_dir, fixture_summary().model_copy(update={"platform": "kubernetes"}))
+    assert (gw.namespace, gw.name, gw.container, gw.kind) == ("edge", "gw", "proxy", "Deployment")
+    out = run_sizer("recommend", "--target-rps=5000", "--output=yaml", "--run", str(run_dir))
+    patch, hpa, pdb = yaml.safe_load_all(out.stdout)
+    assert {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in (patch, hpa, pdb)} == {("edge", "gw")}
+    assert hpa["spec"]["metrics"][0]["containerResource"]["container"] == "proxy"
+    assert patch["spec"]["template"]["spec"]["containers"][0]["name"] == "proxy"
+
+
+def test_a_daemonset_gets_its_resources_and_why_there_is_no_hpa(tmp_path: Path):
+    run_dir = _kubernetes_run(tmp_path, {"namespace": "projectcontour", "name": "envoy", "container": "envoy",
+                                         "kind": "DaemonSet"})  # fmt: skip
+    out = run_sizer("recommend", "--target-rps=5000", "--output=yaml", "--run", str(run_dir))
+    docs = list(yaml.safe_load_all(out.stdout))
+    assert [d["kind"] for d in docs] == ["DaemonSet"]
+    assert "an HPA cannot scale" in out.stdout and "at least 5 nodes (N+1)" in out.stdout
+
+
+def test_local_runs_use_contours_defaults():
+    gw = gateway_of_run(FIXTURE_RUN, fixture_summary())
+    assert gw == Gateway()
+    text = envoy_manifests(plan_replicas(recommend(fit_knees(knee_points(fixture_summary())), 5000), 0.9), gw, "r")
+    assert text.startswith("# gateway-sizer recommend: Envoy for 5,000 RPS with 30% headroom, run r\n")
