@@ -1,101 +1,121 @@
-"""Helpers the benchmarks share: run a real sweep through the CLI, measure Envoy's capacity with wrk."""
+"""Helpers the benchmarks share: run a real sweep through the CLI, read its typed summary, summarise figures.
+
+Run the benchmarks with the project's virtualenv from the repository (`.venv/bin/python bench/<name>.py`):
+the `runner` package is installed there, and bench/ is on the path as the script's own folder.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from runner.model import ConfigResult, Knee, RunSummary
+from runner.paths import PROJECT_ROOT, SCENARIO_DIR
+from runner.platforms.local.testbed import LocalTestbed, Ports
+from runner.results import load_summary
 
-from runner.platforms.local.testbed import LocalTestbed, Ports  # noqa: E402
+REPO = PROJECT_ROOT
+__all__ = [
+    "REPO",
+    "TINY",
+    "LocalTestbed",
+    "Ports",
+    "all_overlap",
+    "default_scenario",
+    "run_sweep",
+    "scenario_with",
+    "spread",
+    "valid",
+]
 
-_WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
+
+def default_scenario() -> dict[str, Any]:
+    """The default scenario (scenarios/local.yaml) as data."""
+    data: dict[str, Any] = yaml.safe_load((SCENARIO_DIR / "local.yaml").read_text())
+    return data
 
 
-def scenario_with(envoy_cpu: float, **load: Any) -> dict[str, Any]:
-    """The default local scenario at one Envoy CPU limit, with some `load` fields replaced."""
-    data = yaml.safe_load((REPO / "scenarios" / "local.yaml").read_text())
-    data["envoy"]["cpu"] = [envoy_cpu]
-    data["load"] = {**data.get("load", {}), **load}
+def scenario_with(envoy_cpus: float | Sequence[float], **load: Any) -> dict[str, Any]:
+    """The default local scenario at these Envoy CPU limits, with some `load` fields replaced."""
+    data = default_scenario()
+    data["envoy"]["cpu"] = [envoy_cpus] if isinstance(envoy_cpus, float | int) else list(envoy_cpus)
+    data["load"] = {**data.get("load", {}), **load, **(TINY_LOAD if TINY else {})}
     data["baseline"] = {"enabled": False}
     return data
 
 
-def run_sweep(scenario: dict[str, Any], *args: str) -> tuple[dict[str, Any], float]:
-    """Run `gateway-sizer sweep` on a scenario; returns its summary and the wall time in seconds."""
+KEEP = os.environ.get("GATEWAY_SIZER_BENCH_KEEP")  # a folder: keep every run's directory there
+# Tiny sweeps (2 s windows, 3 of them): for the test that runs every bench so none rots unnoticed.
+TINY = os.environ.get("GATEWAY_SIZER_BENCH_TINY") == "1"
+TINY_LOAD = {"step_seconds": 2, "warmup_seconds": 1, "settle_seconds": 1, "max_steps": 3}
+
+
+def sweep_command(scenario: Path, results: Path) -> list[str]:
+    """`gateway-sizer sweep` of a scenario file on free ports, writing into `results`."""
+    return [
+        sys.executable,
+        "-m",
+        "runner",
+        "sweep",
+        "--scenario",
+        str(scenario),
+        "--free-ports",
+        "--results",
+        str(results),
+    ]
+
+
+def run_sweep(scenario: dict[str, Any], *args: str, timeout_s: float = 1800) -> tuple[RunSummary, float]:
+    """Run `gateway-sizer sweep` on a scenario; returns its summary and the wall time in seconds. With
+    $GATEWAY_SIZER_BENCH_KEEP set to a folder, the run directories are kept there for a closer look."""
     with tempfile.TemporaryDirectory(prefix="gateway-sizer-bench-") as folder:
         path = Path(folder) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario))
         start = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "runner", "sweep", "--scenario", str(path), "--free-ports", "--results", folder,
-             *args],
-            cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [*sweep_command(path, Path(folder)), *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+        )
         wall = time.monotonic() - start
-        summary_path = Path(folder) / "latest" / "summary.json"
-        if result.returncode != 0 or not summary_path.exists():
+        run_dir = Path(folder) / "latest"
+        if not (run_dir / "summary.json").exists():
             raise RuntimeError(f"sweep failed ({result.returncode}): {result.stderr.strip()[-500:]}")
-        return json.loads(summary_path.read_text()), wall
+        if KEEP:
+            shutil.copytree(
+                run_dir.resolve(), Path(KEEP) / run_dir.resolve().name, ignore=shutil.ignore_patterns("testbed")
+            )
+        return load_summary(run_dir), wall
 
 
-def wrk_capacity(cpu_cores: float, headers: dict[str, str], connections: tuple[int, ...] = (8, 32, 64),
-                 seconds: int = 8, rounds: int = 3) -> dict[int, float]:  # fmt: skip
-    """Envoy's saturated RPS at a CPU limit, measured by wrk (closed loop): median per connection count.
-
-    `headers` are the ones the sweep's requests carry: with Accept-Encoding gzip Envoy compresses every
-    answer, which costs it more CPU than the rest of the request.
-    """
-    testbed = LocalTestbed(workdir=Path(tempfile.mkdtemp(prefix="gateway-sizer-wrk-")), ports=Ports.free(),
-                           testbed_id=f"bench-{os.getpid()}")  # fmt: skip
-    try:
-        testbed.scale_backend(1)
-        testbed.start_envoy(cpu_cores, 256 * 2**20, 1)
-        found: dict[int, list[float]] = {c: [] for c in connections}
-        for _ in range(rounds):
-            for count in connections:
-                out = subprocess.run(
-                    ["wrk", "-t1", f"-c{count}", f"-d{seconds}s",
-                     *(arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")),
-                     testbed.gateway_url + "/"],
-                    capture_output=True, text=True, check=True,
-                ).stdout  # fmt: skip
-                match = _WRK_RPS.search(out)
-                if match:
-                    found[count].append(float(match.group(1)))
-        return {count: statistics.median(values) for count, values in found.items() if values}
-    finally:
-        testbed.stop()
+def valid(config: ConfigResult) -> str:
+    """ "1,190 [1,150-1,230]" for a valid knee with its interval; the status otherwise."""
+    knee = config.valid_knee
+    if knee is None:
+        return f"{config.status} ({config.reason})"
+    interval = f" [{knee.low:,.0f}-{knee.high:,.0f}]" if knee.low is not None and knee.high is not None else ""
+    return f"{knee.rps:,.0f}{interval}"
 
 
-def request_headers(scenario: dict[str, Any]) -> dict[str, str]:
-    """The Host and Accept-Encoding headers the scenario's Locust users send.
-
-    The rule of `request_headers` in locustfiles/gateway.py, which is not imported here: importing Locust
-    monkey-patches this process with gevent.
-    """
-    from runner.scenario import LoadSpec
-
-    load = LoadSpec.model_validate(scenario["load"])
-    return {"Host": load.host_header, "Accept-Encoding": load.accept_encoding or "identity"}
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / median."""
+    return (max(values) - min(values)) / statistics.median(values) if values else float("nan")
 
 
-def windows(summary: dict[str, Any], index: int = 0) -> int:
-    """Measuring windows (steps) a configuration took."""
-    return len(summary["configs"][index]["steps"])
-
-
-def knee(summary: dict[str, Any], index: int = 0) -> float | None:
-    config = summary["configs"][index]
-    return config["knee"]["rps"] if config["status"] == "saturated" and config["knee"] else None
+def all_overlap(knees: Sequence[Knee]) -> bool:
+    """Whether every knee has an interval and all the intervals share a point."""
+    bounds = [(k.low, k.high) for k in knees if k.low is not None and k.high is not None]
+    return len(bounds) == len(knees) > 0 and max(low for low, _ in bounds) <= min(high for _, high in bounds)

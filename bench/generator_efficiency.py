@@ -6,7 +6,12 @@ A generator's figure is the requests of its measuring window divided by the CPU 
 that window, so a generator that nginx holds below a full core is still measured per core. Rounds
 alternate the generators (rotating the order); the medians give lean / FastHttpUser and lean / wrk.
 
-    .venv/bin/python bench/generator_efficiency.py [--rounds 5] [--window 10] [--users 50]
+    .venv/bin/python bench/generator_efficiency.py [--rounds 5] [--window 10] [--users 50] [--paced-users 2000]
+
+Two modes, side by side: closed loop (`--users` users or wrk connections, no wait: the most a generator
+sends) and paced (`--paced-users` users at `--user-rps` each with Poisson arrivals, as sweeps drive the
+load; more offered than one core can send, so the figure is the most a paced generator core delivers).
+wrk has no paced mode here.
 
 The Locust generators run the real classes of locustfiles/gateway.py (FastGatewayUser,
 LeanGatewayUser) in a child process under Locust's local runner, as `locust --headless` runs them.
@@ -17,6 +22,7 @@ the generator): the ratios are fairly robust to it, the absolute figures are not
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -34,12 +40,13 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 LOCUSTFILES = REPO / "locustfiles"
-GENERATORS = ("wrk", "fasthttp", "lean")
 USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
 DEFAULT_ROUNDS = 5
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_WARMUP_S = 3.0
 DEFAULT_USERS = 50
+DEFAULT_PACED_USERS = 2000
+DEFAULT_USER_RPS = 5.0  # the default scenario's max_rps_per_user: 2,000 users offer 10,000 RPS
 HOST_HEADER = "external.nginx"
 TARGET_LEAN_OVER_FASTHTTP = 4.0
 TARGET_LEAN_OVER_WRK = 0.3
@@ -125,10 +132,11 @@ def run_wrk(url: str, core: int, users: int, window_s: float, nginx_pid: int) ->
 
 
 def run_locust(generator: str, url: str, core: int, users: int, window_s: float, warmup_s: float,
-               nginx_pid: int) -> Measurement:  # fmt: skip
+               nginx_pid: int, user_rps: float = 0.0) -> Measurement:  # fmt: skip
     """A child process runs the Locust class and reports its own window; nginx is sampled at its marks."""
     argv = ["taskset", "-c", str(core), sys.executable, __file__, "--child", USER_CLASSES[generator],
-            "--url", url, "--users", str(users), "--window", f"{window_s:g}", "--warmup", f"{warmup_s:g}"]  # fmt: skip
+            "--url", url, "--users", str(users), "--window", f"{window_s:g}", "--warmup", f"{warmup_s:g}",
+            "--user-rps", f"{user_rps:g}"]  # fmt: skip
     samples: list[_Sample] = []
     with tempfile.TemporaryFile() as marks:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=marks, text=True)
@@ -157,8 +165,9 @@ def run_locust(generator: str, url: str, core: int, users: int, window_s: float,
                         samples[0], samples[1])  # fmt: skip
 
 
-def child(user_class: str, url: str, users: int, window_s: float, warmup_s: float) -> None:
-    """Inside the pinned child: run `users` users of `user_class`, print the window's figures as JSON."""
+def child(user_class: str, url: str, users: int, window_s: float, warmup_s: float, user_rps: float) -> None:
+    """Inside the pinned child: run `users` users of `user_class` (paced at `user_rps`, Poisson, when above
+    0), print the window's figures as JSON."""
     import gevent
     import locust  # monkey-patches the standard library first
     from locust.env import Environment
@@ -166,11 +175,12 @@ def child(user_class: str, url: str, users: int, window_s: float, warmup_s: floa
     sys.path.insert(0, str(LOCUSTFILES))
     import gateway
 
-    options = argparse.Namespace(host_header=HOST_HEADER, request_path="/", user_rps=0.0)
+    options = argparse.Namespace(host_header=HOST_HEADER, request_path="/", user_rps=user_rps, arrivals="poisson",
+                                 accept_encoding=gateway.DEFAULT_ACCEPT_ENCODING)  # fmt: skip
     env = Environment(user_classes=[getattr(gateway, user_class)], host=url, parsed_options=options,
                       events=locust.events)  # fmt: skip
     runner = env.create_local_runner()
-    runner.start(users, spawn_rate=users)
+    runner.start(users, spawn_rate=max(users, 1000))
     gevent.sleep(warmup_s)
 
     def counters() -> tuple[int, int, float, float]:
@@ -222,32 +232,42 @@ def _pick_cores() -> tuple[int, int]:
 
 
 def _row(m: Measurement) -> str:
-    return (f"  {m.generator:<9} {m.rps:>9,.0f} RPS  {m.generator_cpu_s / m.window_s:5.2f} cores  "
+    return (f"  {m.generator:<14} {m.rps:>9,.0f} RPS  {m.generator_cpu_s / m.window_s:5.2f} cores  "
             f"{m.rps_per_core:>9,.0f} RPS/core  nginx {m.nginx_cpu_s / m.window_s:4.2f} cores  "
             f"background {m.background_cpu_s / m.window_s:4.2f} cores  failures {m.failures}")  # fmt: skip
 
 
-def benchmark(rounds: int, window_s: float, warmup_s: float, users: int) -> dict[str, float]:
-    """Run the rounds and print each measurement; return the median RPS per core per generator."""
+def benchmark(
+    rounds: int, window_s: float, warmup_s: float, users: int, paced_users: int, user_rps: float
+) -> dict[str, float]:
+    """Run the rounds and print each measurement; return the median RPS per core per generator and mode
+    ("lean" closed loop, "lean paced", ...)."""
     nginx_core, generator_core = _pick_cores()
+    core = generator_core
     runs: dict[str, Callable[[str, int], Measurement]] = {
-        "wrk": lambda url, pid: run_wrk(url, generator_core, users, window_s, pid),
-        "fasthttp": lambda url, pid: run_locust("fasthttp", url, generator_core, users, window_s, warmup_s, pid),
-        "lean": lambda url, pid: run_locust("lean", url, generator_core, users, window_s, warmup_s, pid),
+        "wrk": lambda url, pid: run_wrk(url, core, users, window_s, pid),
+        "fasthttp": lambda url, pid: run_locust("fasthttp", url, core, users, window_s, warmup_s, pid),
+        "lean": lambda url, pid: run_locust("lean", url, core, users, window_s, warmup_s, pid),
+        "fasthttp paced": lambda url, pid: run_locust(
+            "fasthttp", url, core, paced_users, window_s, warmup_s, pid, user_rps
+        ),
+        "lean paced": lambda url, pid: run_locust("lean", url, core, paced_users, window_s, warmup_s, pid, user_rps),
     }
-    per_core: dict[str, list[float]] = {g: [] for g in GENERATORS}
+    per_core: dict[str, list[float]] = {g: [] for g in runs}
     with tempfile.TemporaryDirectory(prefix="gateway-sizer-bench-") as tmp:
         server = _Nginx(Path(tmp), nginx_core)
         try:
             print(f"nginx on core {nginx_core} ({server.url}), generators on core {generator_core}, "
-                  f"{users} connections/users, no wait, {window_s:g} s windows")  # fmt: skip
+                  f"{users} connections/users with no wait, or {paced_users} users paced at {user_rps:g} RPS, "
+                  f"{window_s:g} s windows")  # fmt: skip
+            names = list(runs)
             for index in range(rounds):
-                order = GENERATORS[index % 3 :] + GENERATORS[: index % 3]
+                order = names[index % len(names) :] + names[: index % len(names)]
                 print(f"round {index + 1}/{rounds}")
-                for generator in order:
-                    measurement = runs[generator](server.url, server.process.pid)
-                    print(_row(measurement), flush=True)
-                    per_core[generator].append(measurement.rps_per_core)
+                for name in order:
+                    measurement = runs[name](server.url, server.process.pid)
+                    print(_row(dataclasses.replace(measurement, generator=name)), flush=True)
+                    per_core[name].append(measurement.rps_per_core)
         finally:
             server.stop()
     return {g: statistics.median(values) for g, values in per_core.items()}
@@ -259,20 +279,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=DEFAULT_WINDOW_S, help="measuring window, seconds")
     parser.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, help="Locust warm-up, seconds")
     parser.add_argument("--users", type=int, default=DEFAULT_USERS, help="users (Locust) or connections (wrk)")
+    parser.add_argument("--paced-users", type=int, default=DEFAULT_PACED_USERS, help="users in the paced mode")
+    parser.add_argument("--user-rps", type=float, default=DEFAULT_USER_RPS, help="paced mode: RPS per user")
     parser.add_argument("--child", metavar="USER_CLASS", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.url, args.users, args.window, args.warmup)
+        child(args.child, args.url, args.users, args.window, args.warmup, args.user_rps)
         return 0
-    medians = benchmark(args.rounds, args.window, args.warmup, args.users)
-    print("medians (RPS per generator core):")
-    for generator in GENERATORS:
-        print(f"  {generator:<9} {medians[generator]:>9,.0f}")
+    medians = benchmark(args.rounds, args.window, args.warmup, args.users, args.paced_users, args.user_rps)
+    print(f"medians of {args.rounds} round(s) (RPS per generator core):")
+    for generator, value in medians.items():
+        print(f"  {generator:<14} {value:>9,.0f}")
     over_fast = medians["lean"] / medians["fasthttp"]
     over_wrk = medians["lean"] / medians["wrk"]
-    print(f"lean / FastHttpUser = {over_fast:.2f}  (target >= {TARGET_LEAN_OVER_FASTHTTP})")
-    print(f"lean / wrk          = {over_wrk:.2f}  (target >= {TARGET_LEAN_OVER_WRK})")
+    paced = medians["lean paced"] / medians["fasthttp paced"]
+    print(f"closed loop: lean / FastHttpUser = {over_fast:.2f}  (target >= {TARGET_LEAN_OVER_FASTHTTP})")
+    print(f"closed loop: lean / wrk          = {over_wrk:.2f}  (target >= {TARGET_LEAN_OVER_WRK})")
+    print(f"paced:       lean / FastHttpUser = {paced:.2f}")
     return 0
 
 

@@ -40,16 +40,18 @@ def _pin(pid: int, cpus: str) -> None:
 def inside(testbed: LocalTestbed, user_class: str, users: int, window: float) -> float:
     options = LocustOptions("external.nginx", "/")
     locust = testbed.start_locust(LocustSetup(REPO / "locustfiles" / "gateway.py", user_class, options, workers=1))
-    worker = testbed.containers["locust-worker-0"]
-    _pin(worker.process.pid, GENERATOR_CPU)
+    container = testbed.containers["locust-worker-0"]
+    worker, cgroup = container.process, container.cgroup
+    assert worker is not None
+    _pin(worker.pid, GENERATOR_CPU)
     try:
         locust.swarm(users, 100, testbed.backend_url(0), options)
         time.sleep(WARMUP_S)
         start = int(time.time()) + 1
         time.sleep(start - time.time())
-        cpu0 = worker.cgroup.cpu_usage_seconds()
+        cpu0 = cgroup.cpu_usage_seconds()
         time.sleep(window)
-        cpu1 = worker.cgroup.cpu_usage_seconds()
+        cpu1 = cgroup.cpu_usage_seconds()
         time.sleep(3.5)  # workers report every 3 s
         snapshot = locust.snapshot()
         requests = sum(n for t, n in snapshot.requests_per_second.items() if start <= t < start + int(window))

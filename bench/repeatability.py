@@ -1,35 +1,75 @@
-"""Repeatability: the same configuration measured several times; the spread of its knee in percent.
+"""Repeatability: the default sweep run several times; per CPU limit, the knees' spread and whether their
+95% intervals overlap, the windows each configuration took and the wall time of a run.
 
-.venv/bin/python bench/repeatability.py [--cap 0.3] [--runs 3]
+    .venv/bin/python bench/repeatability.py [--runs 5] [--caps 0.25,0.5]
+
+Runs whose configuration found no valid knee are counted and named, not dropped silently.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections import defaultdict
 
-from _runs import knee, run_sweep, scenario_with, windows
+import yaml
+from _runs import all_overlap, default_scenario, run_sweep, scenario_with, spread, valid
+
+from runner.model import Knee
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cap", type=float, default=0.3)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--caps", default=None, help="Envoy CPU limits (default: the default scenario's)")
+    parser.add_argument("--arrivals", default=None, help="an arrival model instead of the scenario's")
+    parser.add_argument("--load", default=None, help="load fields to replace, as YAML: '{max_rps_per_user: 5}'")
     args = parser.parse_args()
-    knees, counts = [], []
-    for _ in range(args.runs):
-        summary, _ = run_sweep(scenario_with(args.cap))
-        found = knee(summary)
-        if found:
-            knees.append(found)
-        counts.append(windows(summary))
-        print(f"run {len(counts)}: knee {found or 0:,.0f} RPS in {counts[-1]} windows", flush=True)
-    if len(knees) >= 2:
-        median = statistics.median(knees)
-        print(
-            f"knee median {median:,.0f} RPS, spread (max-min)/median {(max(knees) - min(knees)) / median:.1%},"
-            f" windows per configuration {statistics.mean(counts):.1f} on average"
-        )
+    caps = [float(c) for c in args.caps.split(",")] if args.caps else default_scenario()["envoy"]["cpu"]
+    scenario = scenario_with(caps)
+    if args.arrivals:
+        scenario["load"]["arrivals"] = args.arrivals
+    if args.load:
+        scenario["load"].update(yaml.safe_load(args.load))
+    knees: dict[float, list[Knee]] = defaultdict(list)
+    failures: dict[float, list[str]] = defaultdict(list)
+    windows: list[int] = []
+    walls: list[float] = []
+    for run in range(1, args.runs + 1):
+        summary, wall = run_sweep(scenario)
+        walls.append(wall)
+        line = []
+        for config in summary.configs:
+            cap = config.envoy.cpu_cores
+            windows.append(len(config.steps))
+            if config.valid_knee is not None:
+                knees[cap].append(config.valid_knee)
+            else:
+                failures[cap].append(f"run {run}: {config.status}")
+            speed = f", machine {config.machine_speed:.2f}M/s" if config.machine_speed else ""
+            line.append(f"{cap:g}: {valid(config)} in {len(config.steps)} windows{speed}")
+        print(f"run {run} ({wall:.0f} s): " + "; ".join(line), flush=True)
+    for cap in sorted(set(knees) | set(failures)):
+        found = knees[cap]
+        rates = [k.rps for k in found]
+        overlap = all_overlap(found)
+        widths = [k.half_width for k in found if k.half_width is not None]
+        if not found:
+            print(f"cap {cap:g}: no valid knee", flush=True)
+        else:
+            width = f"{statistics.median(widths):.1%}" if widths else "- (no interval)"
+            print(
+                f"cap {cap:g}: {len(found)} knees, median {statistics.median(rates):,.0f} RPS, spread "
+                f"(max-min)/median {spread(rates):.1%}, min {min(rates):,.0f} max {max(rates):,.0f}; "
+                f"intervals all overlap: {'yes' if overlap else 'no'}; interval half-width median {width}",
+                flush=True,
+            )
+        if failures[cap]:
+            print(f"  without a valid knee: {', '.join(failures[cap])}")
+    print(
+        f"windows per configuration: mean {statistics.mean(windows):.1f}, max {max(windows)}; "
+        f"wall time per run: median {statistics.median(walls):.0f} s ({min(walls):.0f}-{max(walls):.0f})"
+    )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""Search cost: measuring windows and wall time of the adaptive search vs a fixed ramp of equal precision.
+"""Search cost: measuring windows and wall time of the adaptive search against a fixed ramp a person
+would set up knowing roughly where the knee is.
 
-The adaptive search stops once a step lies within +-2% utilization of the threshold on a bracketed knee.
-A fixed ramp of equal precision steps the offered load by 4% of the knee (two steps span the +-2% band),
-from the same start, until it passes the threshold.
+- adaptive: the default search (locate, refine the knee to a +-3% interval, bracket the capacity);
+- ramp: a fixed schedule from 60% to 110% of the adaptive run's knee in 4% steps (so its resolution,
+  +-2% of the knee, is about the adaptive interval's), stopping one step past the threshold; it gives
+  no interval and no capacity.
+The order alternates between repeats. The ramp's window count follows from its schedule; what the bench
+measures is the adaptive search's own count and the wall time of both.
 
-    .venv/bin/python bench/search_cost.py [--cap 0.3] [--repeats 2]
+    .venv/bin/python bench/search_cost.py [--cap 0.25] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -12,34 +16,52 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _runs import knee, run_sweep, scenario_with, windows
+from _runs import run_sweep, scenario_with
+
+RAMP_FROM, RAMP_TO, RAMP_STEP = 0.60, 1.10, 0.04
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cap", type=float, default=0.3)
+    parser.add_argument("--cap", type=float, default=0.25)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    adaptive, ramp = [], []
-    for _ in range(args.repeats):
-        scenario = scenario_with(args.cap, search="adaptive")
-        summary, wall = run_sweep(scenario)
-        found = knee(summary)
-        adaptive.append((windows(summary), wall, found))
-        start = scenario["load"].get("start_rps", 100)
-        step = 0.04 * (found or 1000)
-        schedule = [round(start + i * step) for i in range(int(((found or 1000) * 1.15 - start) / step) + 2)]
-        ramp_scenario = scenario_with(args.cap, search="ramp", rps=schedule, max_steps=len(schedule) + 1)
-        ramp_summary, ramp_wall = run_sweep(ramp_scenario)
-        ramp.append((windows(ramp_summary), ramp_wall, knee(ramp_summary)))
+    adaptive: list[tuple[int, float, float | None, float | None]] = []
+    ramp: list[tuple[int, float, float | None, float | None]] = []
+    guess = None
+    for repeat in range(args.repeats):
+        for name in ("adaptive", "ramp") if repeat % 2 == 0 else ("ramp", "adaptive"):
+            if name == "ramp" and guess is None:
+                summary, _ = run_sweep(scenario_with(args.cap))  # the ramp needs a knee to centre on
+                knee = summary.configs[0].valid_knee
+                guess = knee.rps if knee else 1000.0
+            if name == "adaptive":
+                summary, wall = run_sweep(scenario_with(args.cap))
+            else:
+                count = round((RAMP_TO - RAMP_FROM) / RAMP_STEP) + 1
+                schedule = [round((guess or 1000.0) * (RAMP_FROM + i * RAMP_STEP)) for i in range(count)]
+                summary, wall = run_sweep(scenario_with(args.cap, search="ramp", rps=schedule, max_steps=count))
+            config = summary.configs[0]
+            knee = config.valid_knee
+            found = (len(config.steps), wall, knee.rps if knee else None, knee.half_width if knee else None)
+            (adaptive if name == "adaptive" else ramp).append(found)
+            if name == "adaptive" and knee is not None:
+                guess = knee.rps
+            print(f"repeat {repeat + 1} {name:<8}: {found[0]} windows, {wall:.0f} s, knee {found[2] or 0:,.0f}")
     for name, runs in (("adaptive", adaptive), ("fixed ramp", ramp)):
-        median_windows = statistics.median(r[0] for r in runs)
-        wall = statistics.median(r[1] for r in runs)
-        knees = ", ".join(f"{r[2]:,.0f}" if r[2] else "-" for r in runs)
-        print(f"{name:<11} windows {median_windows:>4.1f}  wall {wall:>6.0f} s  knees {knees}")
-    windows_ratio = statistics.median(r[0] for r in ramp) / statistics.median(r[0] for r in adaptive)
-    wall_ratio = statistics.median(r[1] for r in ramp) / statistics.median(r[1] for r in adaptive)
-    print(f"ratio ramp / adaptive: windows {windows_ratio:.1f}x, wall time {wall_ratio:.1f}x")
+        widths = [r[3] for r in runs if r[3] is not None]
+        width = f", interval +-{statistics.median(widths):.1%}" if widths else ", no interval"
+        print(
+            f"{name:<11} windows {statistics.median(r[0] for r in runs):>4.1f}  wall "
+            f"{statistics.median(r[1] for r in runs):>5.0f} s  knees "
+            + ", ".join(f"{r[2]:,.0f}" if r[2] else "-" for r in runs)
+            + width
+        )
+    print(
+        "ratio ramp / adaptive: windows "
+        f"{statistics.median(r[0] for r in ramp) / statistics.median(r[0] for r in adaptive):.1f}x, wall time "
+        f"{statistics.median(r[1] for r in ramp) / statistics.median(r[1] for r in adaptive):.1f}x"
+    )
 
 
 if __name__ == "__main__":

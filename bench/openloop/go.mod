@@ -1,0 +1,3 @@
+module gateway-sizer/bench/openloop
+
+go 1.22

@@ -1,0 +1,60 @@
+"""Every script in bench/ runs end to end, with tiny durations (and tiny sweeps), so none rots unnoticed.
+
+The figures of such short runs mean nothing; what is checked is that each script completes, exits 0
+and prints the line its README entry quotes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BENCH = PROJECT_ROOT / "bench"
+
+CASES = {
+    "generator_efficiency.py": (
+        ["--rounds", "1", "--window", "1", "--warmup", "1", "--paced-users", "200"],
+        "paced:       lean / FastHttpUser",
+    ),
+    "harness_overhead.py": (["--rounds", "1", "--window", "2"], "inside / bare"),
+    "repeatability.py": (["--runs", "1", "--caps", "0.25"], "windows per configuration"),
+    "arrivals.py": (["--rounds", "1", "--models", "poisson,synchronized"], "medians of 1 round"),
+    "search_cost.py": (["--repeats", "1"], "ratio ramp / adaptive"),
+    "knee_truth.py": (
+        ["--caps", "0.25", "--runs", "1", "--passes", "1", "--seconds", "1", "--center", "400"],
+        "cap 0.25",
+    ),
+    "interrupts.py": (["--trials", "1", "--seed", "3"], "1 interrupts: leaks"),
+    "soak.py": (["--minutes", "0.7", "--every", "2", "--rps", "100"], "open files"),
+    "machine_speed.py": (["--minutes", "0.1", "--every", "0.5"], "one-minute medians"),
+    "openloop_check.py": (["--seconds", "1"], "cpu      synchronized"),
+}
+
+
+def test_every_bench_script_is_covered():
+    scripts = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("_") and p.name != "openloop.py"}
+    assert scripts == set(CASES)  # openloop.py is the generator's helper module, tested in test_openloop.py
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_the_bench_runs_with_tiny_durations(script: str):
+    args, expected = CASES[script]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "GATEWAY_SIZER_BENCH_TINY": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert expected in done.stdout, done.stdout[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
