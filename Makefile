@@ -10,26 +10,26 @@ BIN := $(VENV)/bin
 SIZER := $(BIN)/gateway-sizer
 # Debian packages as command:package pairs: the local platform's, and what the tests and benches add.
 SWEEP_PACKAGES := prometheus:prometheus
-TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server
+TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-dev openssl:openssl
+# `$(PYTHON) -m venv` needs ensurepip, which Debian ships in python3-venv.
+VENV_CHECK = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv";
 PYTEST_ARGS ?=
 
-# Sweep overrides (empty = the scenario's value).
-SCENARIO ?=
-PLATFORM ?=
-ENVOY_CPUS ?=
-ENVOY_MEMORY ?=
-NGINX_REPLICAS ?=
-WORKERS ?=
-USERS ?=
-STEP_SECONDS ?=
-CLIENT ?=
-SWEEP_ARGS = $(if $(SCENARIO),--scenario '$(SCENARIO)') $(if $(PLATFORM),--platform '$(PLATFORM)') \
-	$(if $(ENVOY_CPUS),--envoy-cpus '$(ENVOY_CPUS)') $(if $(ENVOY_MEMORY),--envoy-memory '$(ENVOY_MEMORY)') \
-	$(if $(NGINX_REPLICAS),--nginx-replicas '$(NGINX_REPLICAS)') $(if $(WORKERS),--workers '$(WORKERS)') \
-	$(if $(USERS),--users '$(USERS)') $(if $(STEP_SECONDS),--step-seconds '$(STEP_SECONDS)') \
-	$(if $(CLIENT),--client '$(CLIENT)')
+# Sweep overrides (empty = the scenario's value), and the report's (RUN: a run directory or id; empty =
+# results/latest). Their values reach the CLI only through the environment, never through the recipe's text:
+# `override X := $(value X)` keeps a value unexpanded (make would run a `$(shell ...)` in it), and the recipes
+# say "$$X", so no quote or `$(...)` in a value can reach the shell or make as code.
+SIZER_VARS := SCENARIO PLATFORM ENVOY_CPUS ENVOY_MEMORY NGINX_REPLICAS WORKERS USERS STEP_SECONDS CLIENT \
+	ARRIVALS RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT A B THRESHOLD_PCT
+$(foreach var,$(SIZER_VARS),$(eval override $(var) := $$(value $(var))))
+$(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
+SWEEP_ARGS = $(strip $(if $(SCENARIO),--scenario="$$SCENARIO") $(if $(PLATFORM),--platform="$$PLATFORM") \
+	$(if $(ENVOY_CPUS),--envoy-cpus="$$ENVOY_CPUS") $(if $(ENVOY_MEMORY),--envoy-memory="$$ENVOY_MEMORY") \
+	$(if $(NGINX_REPLICAS),--nginx-replicas="$$NGINX_REPLICAS") $(if $(WORKERS),--workers="$$WORKERS") \
+	$(if $(USERS),--users="$$USERS") $(if $(STEP_SECONDS),--step-seconds="$$STEP_SECONDS") \
+	$(if $(CLIENT),--client="$$CLIENT") $(if $(ARRIVALS),--arrivals="$$ARRIVALS"))
 
-.PHONY: help setup system-packages test-packages test-tools sweep plan test lint testbed-up testbed-down clean
+.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test lint testbed-up testbed-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -37,6 +37,7 @@ help: ## list the targets
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "gateway-sizer needs Python 3.11 or newer (PYTHON=$(PYTHON))" >&2; exit 2; }
+	$(call apt_install,,$(VENV_CHECK))
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
@@ -44,9 +45,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# $(call apt_install,command:package ...): apt-get install the packages whose command is missing (root only).
+# $(call apt_install,command:package ...[,check]): apt-get install the packages whose command is missing (root
+# only); the optional shell check adds to $$missing a package that no command reveals (a Python module).
 define apt_install
 	@missing=""; for pair in $(1); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
+	$(2) \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "installing Debian packages:$$missing"; \
@@ -60,10 +63,10 @@ endef
 system-packages: ## Debian packages of the local platform (apt-get, as root)
 	$(call apt_install,$(SWEEP_PACKAGES))
 
-test-packages: ## Debian packages the tests and benches use (wrk, chromium, etcd)
+test-packages: ## Debian packages the tests and benches use (wrk, chromium, etcd, gcc, openssl)
 	$(call apt_install,$(TEST_PACKAGES))
 
-test-tools: ## kube-apiserver, Contour's CRDs, helm and kubeconform for the tests (built once, cached)
+test-tools: go-toolchain ## kube-apiserver, Contour's CRDs, helm and kubeconform for the tests (built once, cached)
 	k8s/cluster/build.sh kube-apiserver contour-module tools >/dev/null
 
 setup: $(VENV)/.installed system-packages ## virtualenv with the pip packages, and the Debian packages
@@ -71,7 +74,7 @@ setup: $(VENV)/.installed system-packages ## virtualenv with the pip packages, a
 sweep: setup ## run a sweep on the local platform (ENVOY_CPUS=0.15,0.3 PLATFORM=... SCENARIO=...)
 	$(SIZER) sweep $(SWEEP_ARGS)
 
-plan: setup ## print the configurations a sweep would run
+plan: $(VENV)/.installed ## print the configurations a sweep would run (needs no Debian package)
 	$(SIZER) plan $(SWEEP_ARGS)
 
 testbed-up: setup ## start the local test bed by hand (Locust web UI on 127.0.0.1:8089)
@@ -80,30 +83,33 @@ testbed-up: setup ## start the local test bed by hand (Locust web UI on 127.0.0.
 testbed-down: setup ## stop the local test bed
 	$(SIZER) testbed down
 
-# Report, sizing and comparison (RUN: a run directory or id; empty = results/latest).
-RUN ?=
-TARGET_RPS ?=
-HEADROOM ?=
-A ?=
-B ?=
-THRESHOLD_PCT ?=
+# Report, sizing and comparison: Python only, no Debian package.
 .PHONY: report recommend compare
 
-report: setup ## write report.md and report.html into a run (RUN=results/<id>, default the latest)
-	$(SIZER) report $(if $(RUN),'$(RUN)')
+report: $(VENV)/.installed ## write report.md and report.html into a run (RUN=results/<id>, default the latest)
+	$(SIZER) report $(if $(RUN),-- "$$RUN")
 
-recommend: setup ## Envoy CPU and memory for a load (TARGET_RPS=5000 [HEADROOM=0.3] [RUN=...])
-	$(SIZER) recommend --target-rps '$(TARGET_RPS)' $(if $(HEADROOM),--headroom '$(HEADROOM)') $(if $(RUN),--run '$(RUN)')
+recommend: $(VENV)/.installed ## Envoy CPU, memory, replicas and HPA for a load (TARGET_RPS=5000 [OUTPUT=yaml])
+	$(SIZER) recommend --target-rps="$$TARGET_RPS" $(if $(HEADROOM),--headroom="$$HEADROOM") \
+		$(if $(CORES_PER_REPLICA),--cores-per-replica="$$CORES_PER_REPLICA") \
+		$(if $(OUTPUT),--output="$$OUTPUT") $(if $(RUN),--run="$$RUN")
 
-compare: setup ## two runs' knees side by side, fails on a regression (A=... B=... [THRESHOLD_PCT=5])
-	$(SIZER) compare '$(A)' '$(B)' $(if $(THRESHOLD_PCT),--threshold-pct '$(THRESHOLD_PCT)')
+compare: $(VENV)/.installed ## two runs' knees side by side, fails on a regression (A=... B=... [THRESHOLD_PCT=5])
+	$(SIZER) compare $(if $(THRESHOLD_PCT),--threshold-pct="$$THRESHOLD_PCT") -- "$$A" "$$B"
 
-lint: setup ## ruff
+lint: $(VENV)/.installed ## ruff (lint and format) and mypy (types) on the code and the tests
 	$(BIN)/ruff check runner locustfiles tests bench
 	$(BIN)/ruff format --check runner locustfiles tests bench
+	$(BIN)/mypy
 
-test: setup test-packages test-tools ## the whole test suite against real components
-	$(BIN)/pytest $(PYTEST_ARGS)
+# The inner loop: pure logic and the engine on a simulated platform; starts no process, installs no package.
+FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests/report/test_report_sizing.py \
+	tests/report/test_report_compare.py tests/report/test_report_replicas.py
+test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
+	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
+
+test: test-packages go-toolchain setup test-tools ## the whole test suite against real components
+	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all
