@@ -63,7 +63,11 @@ def test_the_runner_account_patches_the_gateway_and_scales_the_backend(runner_ac
         runner_account, WorkloadRef(namespace="projectcontour", name="contour", container="contour"), "contour"
     )
     wl.set_resources(runner_account, contour, wl.resources_for(1, 2**30))
-    nginx = wl.Workload("Deployment", "gateway-loadtest", "nginx", "nginx")
+    # found as the sweep finds it: the kind is read (DaemonSet first), which the account must be allowed to do
+    nginx = wl.find(
+        runner_account, WorkloadRef(namespace="gateway-loadtest", name="nginx", container="nginx"), "backend"
+    )
+    assert nginx.kind == "Deployment"
     wl.scale(runner_account, nginx, 3)
     assert wl.replicas(runner_account, nginx) == 3
 
