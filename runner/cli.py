@@ -47,6 +47,9 @@ def _scenario_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", help="local | kubernetes (PLATFORM)")
     parser.add_argument("--client", help="Locust client: lean | fasthttp (CLIENT)")
     parser.add_argument("--arrivals", help="arrival models: poisson, uniform, synchronized, or a list (ARRIVALS)")
+    parser.add_argument(
+        "--profiles", help="traffic profiles: plain, tls, tls-new-connection, body-16k, ... or a list (PROFILES)"
+    )
 
 
 def _overrides(args: argparse.Namespace):
@@ -66,6 +69,7 @@ def _overrides(args: argparse.Namespace):
         platform=value("platform"),
         client=value("client"),
         arrivals=value("arrivals"),
+        profiles=value("profiles"),
     )
 
 
@@ -336,7 +340,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
     run_dir = resolve_run(args.run)
     summary = load_summary(run_dir)
-    rec = recommend(require_fit(summary), target, headroom)
+    rec = recommend(require_fit(summary, args.profile or None), target, headroom)
     plan = plan_replicas(rec, summary.threshold, cores, summary)
     if output == "yaml":
         print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id), end="")
@@ -372,6 +376,9 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
         "--cores-per-replica",
         metavar="CORES",
         help="Envoy CPU per replica, 0.01-64 (default: the measured limit that runs the fewest cores at N+1)",
+    )
+    recommend.add_argument(
+        "--profile", metavar="NAME", help="the traffic profile to size for (default: the run's first, e.g. plain)"
     )
     recommend.add_argument(
         "--output",

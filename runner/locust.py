@@ -38,6 +38,7 @@ MASTER_PORT = 5557
 LOG_LEVEL = "WARNING"
 # The gateway locustfile's user classes, by the scenario's `load.client`.
 USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
+FLAGS = frozenset({"new_connection"})  # the gateway locustfile's options that are flags, not values
 POLL_S = 0.5
 # Workers send their counters to the master every 3 s (locust.runners.WORKER_REPORT_INTERVAL); figures
 # for a second are complete once a report after it has arrived.
@@ -58,26 +59,56 @@ class LocustOptions:
     user_rps: float = 0.0
     arrivals: str = "poisson"
     accept_encoding: str = "gzip, deflate, br"
+    new_connection: bool = False  # every request on a new connection (the new-connection traffic profiles)
 
     @classmethod
-    def from_load(cls, load: LoadSpec, user_rps: float = 0.0, arrivals: str | None = None) -> LocustOptions:
+    def from_load(
+        cls,
+        load: LoadSpec,
+        user_rps: float = 0.0,
+        arrivals: str | None = None,
+        target: LoadTarget | None = None,
+    ) -> LocustOptions:
         """The options a scenario's `load` section asks for, at `user_rps` per user, with `arrivals`
-        (default: the scenario's first arrival model)."""
-        return cls(load.host_header, load.path, user_rps, arrivals or load.arrivals[0], load.accept_encoding)
+        (default: the scenario's first arrival model), sending what `target` says (default: the load
+        section's Host header and path over keep-alive connections)."""
+        host_header, path = (target.host_header, target.path) if target else (load.host_header, load.path)
+        new_connection = target.new_connection if target else False
+        arrival = arrivals or load.arrivals[0]
+        return cls(host_header, path, user_rps, arrival, load.accept_encoding, new_connection)
 
     def as_form(self) -> dict[str, str]:
-        """The options as the /swarm form fields Locust forwards to the workers."""
+        """The options as the /swarm form fields Locust forwards to the workers (a flag as true/false, as
+        Locust's web UI reads it)."""
         return {
             "host_header": self.host_header,
             "request_path": self.request_path,
             "user_rps": f"{self.user_rps:g}",
             "arrivals": self.arrivals,
             "accept_encoding": self.accept_encoding,
+            "new_connection": "true" if self.new_connection else "false",
         }
 
     def as_args(self) -> list[str]:
-        """The same options on a Locust command line."""
-        return [arg for key, value in self.as_form().items() for arg in (f"--{key.replace('_', '-')}", value)]
+        """The same options on a Locust command line (a flag only when set)."""
+        args: list[str] = []
+        for key, value in self.as_form().items():
+            flag = f"--{key.replace('_', '-')}"
+            if value in ("true", "false") and key in FLAGS:
+                args += [flag] if value == "true" else []
+            else:
+                args += [flag, value]
+        return args
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """Where and how the load generator sends one traffic profile's requests."""
+
+    url: str  # the gateway (https:// for a TLS profile), or the backend itself for the baseline
+    host_header: str
+    path: str
+    new_connection: bool = False
 
 
 def locustfile_arg(locustfile: Path) -> str:
