@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
-from runner.errors import LoadGeneratorError, UnreachableError
+from runner.errors import LoadGeneratorError, PlatformError, UnreachableError, one_line
 from runner.http import RetryingClient, timeout
 from runner.paths import LOCUSTFILE_DIR
 
@@ -31,6 +31,7 @@ HEARTBEAT_INTERVAL_S = 2.0
 # Silence after which the master stops the load: longer than a call's retry budget (runner.http), so a
 # run riding out a 30 s API server outage keeps its load, and a runner killed hard leaves none for long.
 HEARTBEAT_TIMEOUT_S = 60.0  # served by locustfiles/gateway_sizer_stats.py (SNAPSHOT_ROUTE)
+NEVER_HEARD_BEATS = 3  # heartbeats missed before any arrived: the dead-man switch is not armed
 READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
 STATS_EXTENSION = "gateway_sizer_stats.py"
 WEB_PORT = 8089
@@ -304,16 +305,28 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-sizer-heartbeat", daemon=True)
         self.sent = self.missed = 0
+        self.last_error: str | None = None
 
     def _run(self) -> None:
         while True:
             try:
                 self.master.heartbeat(self.timeout_s, self.state())
                 self.sent += 1
-            except Exception:
+            except Exception as error:
                 self.missed += 1  # the master waits timeout_s before acting
+                self.last_error = (one_line(str(error)) or type(error).__name__)[:200]
             if self._stop.wait(self.interval_s):
                 return
+
+    def check(self) -> None:
+        """PlatformError when no heartbeat has reached the master in NEVER_HEARD_BEATS tries: the dead-man
+        switch is not armed, so a runner killed hard would leave the load running."""
+        if self.sent == 0 and self.missed >= NEVER_HEARD_BEATS:
+            raise PlatformError(
+                f"the Locust master has received none of {self.missed} heartbeats ({self.last_error}): "
+                "a runner killed hard would leave its load running",
+                "check that the runner reaches the master's web API (its URL, credentials, CA)",
+            )
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

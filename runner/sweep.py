@@ -34,6 +34,7 @@ class Sweep:
     clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
+        self.heartbeat: Heartbeat | None = None  # while the platform runs
         self.live = LiveState(self.scenario.threshold, self.scenario.load.latency_slo_ms)
         self.observer = Broadcast(self.observer, self.live)
         self.driver = LoadDriver(
@@ -44,7 +45,7 @@ class Sweep:
         """The whole sweep; returns the run's final status. Raises on Ctrl-C (or SIGTERM, SIGHUP) after
         saving what was measured, and on an error outside any configuration."""
         try:
-            with self.platform, Heartbeat(self.platform.locust, self.live.snapshot):
+            with self.platform, Heartbeat(self.platform.locust, self.live.snapshot) as self.heartbeat:
                 self.platform.metrics.check()
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
@@ -131,6 +132,8 @@ class Sweep:
             if self.clock.monotonic() >= deadline:
                 return steps, f"time budget of {load.max_config_s:g} s per configuration spent"
             self.driver.set(level, "settle", load.settle_s, arrivals=config.arrivals, target=target)
+            if self.heartbeat is not None:
+                self.heartbeat.check()  # no load is measured without the dead-man switch armed
             self.observer.load_changed(level, "measure", load.step_s)
             try:
                 step = meter.measure(len(steps), level, load.step_s)
