@@ -51,7 +51,7 @@ def test_port_in_use_names_the_port_and_how_to_free_it(tmp_path: Path):
         try:
             holder.bind(("127.0.0.1", 8089))
         except OSError:
-            pytest.skip("port 8089 is already taken by something else")
+            pytest.fail("port 8089 is taken by something else (a test bed? `gateway-sizer testbed down`): free it")
         holder.listen()
         result = run_sizer("sweep", "--envoy-cpus", "0.1", "--results", str(tmp_path))
     _one_clear_line(result, "port 8089", "testbed down")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from runner.certificates import write_certificate
 
 from .helpers import BODY_BYTES, envoy_stats, run_driver, run_locust
 
@@ -87,15 +87,9 @@ def test_user_rps_paces_the_lean_user(nginx_factory, tmp_path: Path):
 
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    key, cert = tmp_path / "tls.key", tmp_path / "tls.crt"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=external.nginx",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return key, cert
+    """A self-signed RSA-2048 certificate for external.nginx (key, certificate), made as a TLS run makes its own."""
+    files = write_certificate(tmp_path, "external.nginx", "rsa-2048")
+    return files.private_key, files.certificate
 
 
 def test_tls_keepalive_and_sni_from_the_host_header(nginx_factory, certificate: tuple[Path, Path]):
