@@ -6,6 +6,11 @@ Contour's TCP keep-alive options, its connection-manager settings and its HTTP f
 compressor, gRPC-Web, gRPC stats, CORS, local rate limit, Lua and RBAC placeholders, router), a virtual
 host matched on the Host header, and the cluster named the way Contour names it. Two deliberate,
 benchmark-safe differences: circuit breakers that never queue requests, and no request-id generation.
+
+For the memory model the layout may add `extra_routes` virtual hosts (`host-<i>.nginx`, each routing `/` to
+the same cluster; Contour puts every non-TLS virtual host into the one `ingress_http` RouteConfiguration),
+and overload-manager settings as `contour bootstrap --overload-max-heap` and `--overload-downstream-max-conn`
+write them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,16 @@ CONNECT_TIMEOUT = "2s"
 IDLE_TIMEOUT = "60s"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 # Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
-SCRAPE_FILTER = r"^(http\.ingress_http\.downstream_(rq_total|rq_[0-9]xx|cx_active)|server\.(live|uptime))$"
+SCRAPE_FILTER = (
+    r"^(http\.ingress_http\.downstream_(rq_total|rq_[0-9]xx|cx_active)"
+    r"|server\.(live|uptime|memory_allocated|memory_heap_size|memory_physical_size))$"
+)
+EXTRA_ROUTE_HOST = "host-{index}.nginx"  # the extra virtual hosts' names and domains
+# Contour's overload manager (internal/envoy/v3/bootstrap.go): refresh every 250 ms; with a heap limit,
+# shrink the heap at 95% of it and stop accepting requests at 98%.
+OVERLOAD_REFRESH = "0.25s"
+SHRINK_HEAP_AT = 0.95
+STOP_REQUESTS_AT = 0.98
 _EXT = "type.googleapis.com/envoy.extensions"
 COMPRESSED_TYPES = [
     "text/html", "text/plain", "text/css", "application/javascript", "application/x-javascript",
@@ -81,14 +95,24 @@ KEEPALIVE_OPTIONS = [
 
 
 @dataclass(frozen=True)
+class Overload:
+    """Envoy's overload manager: a global cap on active downstream connections, a heap limit (None: off)."""
+
+    max_connections: int | None = None
+    max_heap_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class EnvoyLayout:
-    """Addresses Envoy listens on and sends to."""
+    """Addresses Envoy listens on and sends to, the extra virtual hosts and the overload settings."""
 
     listen_port: int
     admin_port: int
     upstream_ports: tuple[int, ...]
     host_header: str = "external.nginx"
     address: str = "127.0.0.1"
+    extra_routes: int = 0
+    overload: Overload | None = None
 
 
 def _circuit_breakers() -> dict[str, Any]:
@@ -101,9 +125,40 @@ def _circuit_breakers() -> dict[str, Any]:
     return {"thresholds": [{"priority": "DEFAULT", **limits}, {"priority": "HIGH", **limits}]}
 
 
+def _virtual_host(name: str) -> dict[str, Any]:
+    return {"name": name, "domains": [name], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}]}
+
+
+def overload_manager(overload: Overload) -> dict[str, Any]:
+    """The overload manager Contour's bootstrap writes for these settings."""
+    monitors: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    if overload.max_heap_bytes:
+        monitors.append({
+            "name": "envoy.resource_monitors.fixed_heap",
+            "typed_config": {
+                "@type": f"{_EXT}.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                "max_heap_size_bytes": overload.max_heap_bytes,
+            },
+        })  # fmt: skip
+        for action, threshold in (("shrink_heap", SHRINK_HEAP_AT), ("stop_accepting_requests", STOP_REQUESTS_AT)):
+            trigger = {"name": "envoy.resource_monitors.fixed_heap", "threshold": {"value": threshold}}
+            actions.append({"name": f"envoy.overload_actions.{action}", "triggers": [trigger]})
+    if overload.max_connections:
+        monitors.append({
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {
+                "@type": f"{_EXT}.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": overload.max_connections,
+            },
+        })  # fmt: skip
+    return {"refresh_interval": OVERLOAD_REFRESH, "resource_monitors": monitors, "actions": actions}
+
+
 def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     """The static bootstrap for `layout`, as data."""
     socket = {"address": layout.address}
+    extra_hosts = [_virtual_host(EXTRA_ROUTE_HOST.format(index=i)) for i in range(layout.extra_routes)]
     manager = {
         "@type": HCM_TYPE,
         "stat_prefix": STAT_PREFIX,
@@ -117,21 +172,20 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
         "http_filters": HTTP_FILTERS,
         "route_config": {
             "name": STAT_PREFIX,
-            "virtual_hosts": [
-                {
-                    "name": layout.host_header,
-                    "domains": [layout.host_header],
-                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}],
-                }
-            ],
+            "virtual_hosts": [_virtual_host(layout.host_header), *extra_hosts],
         },
     }
     endpoints = [
         {"endpoint": {"address": {"socket_address": {**socket, "port_value": port}}}} for port in layout.upstream_ports
     ]
-    return {
+    config: dict[str, Any] = {
         "node": {"id": "gateway-sizer-local", "cluster": "gateway-sizer"},
-        "admin": {"address": {"socket_address": {**socket, "port_value": layout.admin_port}}},
+        # Contour's admin is a Unix socket, outside any listener limit; here a TCP port that Prometheus
+        # scrapes, kept outside the global connection cap too
+        "admin": {
+            "address": {"socket_address": {**socket, "port_value": layout.admin_port}},
+            "ignore_global_conn_limit": True,
+        },
         "static_resources": {
             "listeners": [
                 {
@@ -160,6 +214,9 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
             ],
         },
     }
+    if layout.overload is not None and (layout.overload.max_connections or layout.overload.max_heap_bytes):
+        config["overload_manager"] = overload_manager(layout.overload)
+    return config
 
 
 def write_bootstrap(layout: EnvoyLayout, path: Path) -> Path:
