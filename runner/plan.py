@@ -19,6 +19,7 @@ class Configuration:
     backend_replicas: int
     contour: Resources | None = None
     arrivals: str = "poisson"
+    extra_routes: int = 0  # more virtual hosts in Envoy's routes (the memory model; local: in its bootstrap)
 
     @property
     def key(self) -> str:
@@ -28,9 +29,10 @@ class Configuration:
             cpu = format_cpu(self.contour.cpu_cores) if self.contour.cpu_cores else "none"
             memory = format_memory(self.contour.memory_bytes) if self.contour.memory_bytes else "none"
             contour = f"{cpu}/{memory}"
+        routes = f",routes={self.extra_routes}" if self.extra_routes else ""
         return (
             f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
-            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}"
+            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{routes}"
         )
 
     @property
@@ -39,7 +41,8 @@ class Configuration:
         text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
-        return text + f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
+        routes = f", {self.extra_routes:,} extra routes" if self.extra_routes else ""
+        return text + f", nginx x{self.backend_replicas}, {self.arrivals} arrivals{routes}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,10 @@ class Plan:
 
 
 def plan_sweep(scenario: Scenario) -> Plan:
-    """Every combination of Envoy CPU and memory, Contour resources, backend replicas and arrival model."""
+    """Every combination of Envoy CPU and memory, Contour resources, backend replicas and arrival model;
+    none when the scenario asks for the memory model only (`memory.only`)."""
+    if scenario.memory is not None and scenario.memory.only:
+        return Plan(())
     contours: tuple[Resources | None, ...] = scenario.contour.resources or (None,)
     configurations = tuple(
         Configuration(
