@@ -75,11 +75,25 @@ _LAUNCH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shi
 _DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
+CAP_SYS_RESOURCE = 24  # the capability that may raise a hard resource limit (linux/capability.h)
+
+
+def may_raise_hard_limits() -> bool:
+    """Whether this process holds CAP_SYS_RESOURCE (root in a container may not: see CapEff)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def nofile_limit(wanted: int) -> int:
-    """The open-file limit a child can be given: `wanted` as root (who may raise the hard limit up to
-    fs.nr_open), else no more than this process's hard limit."""
+    """The open-file limit a child can be given: `wanted` when this process may raise hard limits
+    (CAP_SYS_RESOURCE, up to fs.nr_open), else no more than its own hard limit."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if os.geteuid() == 0 or hard == resource.RLIM_INFINITY:
+    if hard == resource.RLIM_INFINITY or may_raise_hard_limits():
         return wanted
     return min(wanted, hard)
 
