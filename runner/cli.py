@@ -205,6 +205,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
         for point in points:
             print(f"  {point.label}")
+    if not plan.configurations:
+        return 0
     print(
         f"load: {load.client} client ({user_class(load)}), {load.workers} worker(s), {load.mode} mode, "
         f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}"
