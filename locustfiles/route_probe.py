@@ -42,10 +42,10 @@ class ProbeRequest:
         """Validate a JSON body; ProbeError names the first bad field."""
         if not isinstance(body, dict):
             raise ProbeError('expected JSON {"url": "http://host:port", "host_header": "...", "path": "/", ...}')
-        url, host, path = body.get("url"), body.get("host_header"), body.get("path", "/")
-        if not all(isinstance(v, str) and v.isprintable() and len(v) <= 2000 for v in (url, host, path)):
+        given = (body.get("url"), body.get("host_header"), body.get("path", "/"))
+        if not all(isinstance(v, str) and v.isprintable() and len(v) <= 2000 for v in given):
             raise ProbeError("url, host_header and path: printable text")
-        assert isinstance(url, str) and isinstance(host, str) and isinstance(path, str)
+        url, host, path = (str(v) for v in given)
         try:
             http_target(url)
         except ValueError as error:

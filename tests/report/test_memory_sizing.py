@@ -159,4 +159,5 @@ def test_the_report_section_orders_points_and_gives_examples_and_route_costs():
     assert [r.point.connections for r in section.connection_rows] == [0, 1000, 5000, 10000]
     assert [r.point.routes for r in section.route_costs] == [0, 250, 500, 1000]
     assert {(e.connections, e.routes) for e in section.examples} >= {(1000, 0), (1000, 1000)}
+    assert section.route_cost_text is not None and "400 \u00b5s at 0 routes" in section.route_cost_text
     assert build_memory_section(result([])) is None
