@@ -12,6 +12,8 @@ this file is edited per run:
     --accept-encoding "gzip, deflate, br"
                                    sent by both users alike (a browser's, and FastHttpUser's default), so
                                    the gateway compresses for either; "identity" asks for no compression
+    --new-connection               every request on a new connection (it sends Connection: close), so each
+                                   pays a TCP accept and, over https://, a full TLS handshake
 
 Two users send the same requests and report them alike (request type GET, name = the path):
 
@@ -56,8 +58,12 @@ def parsed_options(environment: Environment) -> argparse.Namespace:
 
 
 def request_headers(options: argparse.Namespace) -> dict[str, str]:
-    """The headers both users send besides their own User-Agent: Host and Accept-Encoding."""
-    return {"Host": options.host_header, "Accept-Encoding": options.accept_encoding or "identity"}
+    """The headers both users send besides their own User-Agent: Host and Accept-Encoding, and Connection:
+    close with --new-connection (the gateway closes after each answer; the next request connects anew)."""
+    headers = {"Host": options.host_header, "Accept-Encoding": options.accept_encoding or "identity"}
+    if getattr(options, "new_connection", False):
+        headers["Connection"] = "close"
+    return headers
 
 
 @events.init_command_line_parser.add_listener
@@ -72,6 +78,12 @@ def _add_options(parser) -> None:
         "--accept-encoding",
         default=DEFAULT_ACCEPT_ENCODING,
         help="Accept-Encoding header of every request (identity: ask for no compression)",
+    )
+    group.add_argument(
+        "--new-connection",
+        action="store_true",
+        default=False,
+        help="every request on a new connection (Connection: close): a TCP accept, over https a full TLS handshake",
     )
     group.add_argument(
         "--arrivals",

@@ -9,6 +9,7 @@ gevent's cooperative `ssl` socket. Only the status line and the headers that fra
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -413,6 +414,14 @@ class Connection:
         else:
             length = _Reader(transport, data, body_start).drain()
             extra = 1  # the body ended with the connection
+        if not extra and not head.keep_alive:
+            _await_close(transport)  # the server closes first, so its side keeps TIME_WAIT, not ours
         if extra or not head.keep_alive:
             self.close()  # the server closes it (or sent bytes nobody asked for)
         return head.status, length
+
+
+def _await_close(transport: Transport) -> None:
+    """Read the end of a connection the server said it closes (bounded by the read timeout)."""
+    with contextlib.suppress(OSError):  # reset, TLS end without close_notify, timeout: closed either way
+        transport.recv(1)

@@ -48,6 +48,9 @@ def _scenario_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client", help="Locust client: lean | fasthttp (CLIENT)")
     parser.add_argument("--arrivals", help="arrival models: poisson, uniform, synchronized, or a list (ARRIVALS)")
     parser.add_argument(
+        "--profiles", help="traffic profiles: plain, tls, tls-new-connection, body-16k, ... or a list (PROFILES)"
+    )
+    parser.add_argument(
         "--connections", help="memory model: held connections per point, e.g. 0,5000,10000 (CONNECTIONS)"
     )
     parser.add_argument("--routes", help="memory model: extra routes per point, e.g. 0,500,1000 (ROUTES)")
@@ -70,6 +73,7 @@ def _overrides(args: argparse.Namespace):
         platform=value("platform"),
         client=value("client"),
         arrivals=value("arrivals"),
+        profiles=value("profiles"),
         connections=value("connections"),
         routes=value("routes"),
     )
@@ -391,7 +395,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         else:
             print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
         return 0
-    rec = recommend(require_fit(summary), target, headroom, memory_bytes=sized.memory_bytes if sized else None)
+    rec = recommend(
+        require_fit(summary, args.profile or None), target, headroom, memory_bytes=sized.memory_bytes if sized else None
+    )
     plan = plan_replicas(rec, summary.threshold, cores, summary)
     if output == "yaml":
         print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id, sized), end="")
@@ -437,6 +443,9 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
         "--cores-per-replica",
         metavar="CORES",
         help="Envoy CPU per replica, 0.01-64 (default: the measured limit that runs the fewest cores at N+1)",
+    )
+    recommend.add_argument(
+        "--profile", metavar="NAME", help="the traffic profile to size for (default: the run's first, e.g. plain)"
     )
     recommend.add_argument(
         "--output",

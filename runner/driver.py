@@ -8,7 +8,7 @@ import math
 
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.errors import SizerError
-from runner.locust import LocustOptions
+from runner.locust import LoadTarget, LocustOptions
 from runner.measure import StepMeter
 from runner.model import LoadLevel
 from runner.observer import SweepObserver
@@ -30,10 +30,10 @@ class LoadDriver:
         self.clock = clock
         self.users = 0  # users running now
 
-    def set(self, level: LoadLevel, phase: str, hold_s: float, *, arrivals: str, host: str | None = None) -> None:
-        """Ask for `level` (at the gateway unless `host`), then wait for the spawn and `hold_s`."""
-        options = LocustOptions.from_load(self.load, level.user_rps, arrivals)
-        self.platform.locust.swarm(level.users, self.load.spawn_rate, host or self.platform.endpoints.gateway, options)
+    def set(self, level: LoadLevel, phase: str, hold_s: float, *, arrivals: str, target: LoadTarget) -> None:
+        """Ask for `level` sent to `target`, then wait for the spawn and `hold_s`."""
+        options = LocustOptions.from_load(self.load, level.user_rps, arrivals, target)
+        self.platform.locust.swarm(level.users, self.load.spawn_rate, target.url, options)
         spawn_s = math.ceil(abs(level.users - self.users) / self.load.spawn_rate) + SPAWN_MARGIN_S
         wait_s = max(hold_s, spawn_s)
         self.users = level.users

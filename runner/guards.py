@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from runner.model import Finding, Step
+from runner.profiles import PLAIN_PROFILE, TrafficProfile
 
 GENERATOR_CPU_LIMIT = 0.90  # a Locust worker at or above this share of the CPU it has is saturated
 BACKEND_CPU_LIMIT = 0.90
@@ -25,14 +26,18 @@ FLAT_ENVOY_CEILING = 0.80  # ... while Envoy stayed below this utilization
 LIMIT_OVERSHOOT = 0.03  # Envoy's CPU may read up to 3% over its limit (sampling); more means no quota binds
 THROTTLE_EVIDENCE_FROM = 0.97  # at this utilization a binding CFS quota throttles some periods
 NOT_ENFORCED = "the CPU limit is not enforced (kubelet --cpu-cfs-quota=false?)"
+NEW_CONNECTION_SHARE = 0.90  # a new-connection profile: at least this share of requests opened one
+KEEPALIVE_CHURN_LIMIT = 0.05  # a keep-alive profile: at most this many new connections per request
 
 
 @dataclass(frozen=True)
 class GuardContext:
-    """What the guards need beyond the step: the threshold and the sweep's generator size."""
+    """What the guards need beyond the step: the threshold, the sweep's generator size, and the traffic
+    profile the configuration runs."""
 
     threshold: float
     workers: int
+    profile: TrafficProfile = PLAIN_PROFILE
 
 
 Guard = Callable[[Step, Sequence[Step], GuardContext], Finding | None]
@@ -135,6 +140,27 @@ def cpu_limit_exceeded(step: Step, previous: Sequence[Step], context: GuardConte
     )
 
 
+def connections_off_profile(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """Envoy saw other connection reuse than the profile asks for: a new-connection profile whose requests
+    shared connections, or keep-alive connections closed and reopened. Judged below the threshold, as the
+    RPS comparison is (a throttled Envoy's scrapes come late)."""
+    per_request = step.connections_per_request
+    if per_request is None or step.cpu_utilization_mean >= context.threshold:
+        return None
+    profile = context.profile
+    if profile.new_connection and per_request < NEW_CONNECTION_SHARE:
+        detail = f"only {per_request:.0%} of requests opened a new connection, profile {profile.name} asks for all"
+    elif not profile.new_connection and per_request > KEEPALIVE_CHURN_LIMIT:
+        detail = f"{per_request:.0%} of requests opened a new connection on a keep-alive profile"
+    else:
+        return None
+    return Finding(
+        guard="connections-off-profile",
+        detail=detail,
+        advice="check that the lean client runs (load.client: lean) and what closes connections (idle timeouts)",
+    )
+
+
 GUARDS: tuple[Guard, ...] = (
     cpu_limit_exceeded,
     generator_saturated,
@@ -143,6 +169,7 @@ GUARDS: tuple[Guard, ...] = (
     throughput_flat,
     failures,
     rps_mismatch,
+    connections_off_profile,
 )
 
 

@@ -103,6 +103,8 @@ class RetryingClient:
         session.headers.update(self.session.headers)
         session.auth, session.cert, session.verify = self.session.auth, self.session.cert, self.session.verify
         session.proxies.update(self.session.proxies)
+        # with trust_env, REQUESTS_CA_BUNDLE would replace a cluster's CA in `verify` (see Cluster.session)
+        session.trust_env = self.session.trust_env
         return RetryingClient(
             session, budget_s=budget_s, refresh=self.refresh, sleep=self._sleep, monotonic=self._monotonic
         )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import requests
 
-from runner.errors import LoadGeneratorError, UnreachableError
+from runner.errors import LoadGeneratorError, PlatformError, UnreachableError, one_line
 from runner.http import RetryingClient, timeout
 from runner.paths import LOCUSTFILE_DIR
 
@@ -33,6 +33,7 @@ HEARTBEAT_INTERVAL_S = 2.0
 # Silence after which the master stops the load: longer than a call's retry budget (runner.http), so a
 # run riding out a 30 s API server outage keeps its load, and a runner killed hard leaves none for long.
 HEARTBEAT_TIMEOUT_S = 60.0  # served by locustfiles/gateway_sizer_stats.py (SNAPSHOT_ROUTE)
+NEVER_HEARD_BEATS = 3  # heartbeats missed before any arrived: the dead-man switch is not armed
 READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
 STATS_EXTENSION = "gateway_sizer_stats.py"
 WEB_PORT = 8089
@@ -40,6 +41,7 @@ MASTER_PORT = 5557
 LOG_LEVEL = "WARNING"
 # The gateway locustfile's user classes, by the scenario's `load.client`.
 USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
+FLAGS = frozenset({"new_connection"})  # the gateway locustfile's options that are flags, not values
 POLL_S = 0.5
 # Workers send their counters to the master every 3 s (locust.runners.WORKER_REPORT_INTERVAL); figures
 # for a second are complete once a report after it has arrived.
@@ -60,26 +62,56 @@ class LocustOptions:
     user_rps: float = 0.0
     arrivals: str = "poisson"
     accept_encoding: str = "gzip, deflate, br"
+    new_connection: bool = False  # every request on a new connection (the new-connection traffic profiles)
 
     @classmethod
-    def from_load(cls, load: LoadSpec, user_rps: float = 0.0, arrivals: str | None = None) -> LocustOptions:
+    def from_load(
+        cls,
+        load: LoadSpec,
+        user_rps: float = 0.0,
+        arrivals: str | None = None,
+        target: LoadTarget | None = None,
+    ) -> LocustOptions:
         """The options a scenario's `load` section asks for, at `user_rps` per user, with `arrivals`
-        (default: the scenario's first arrival model)."""
-        return cls(load.host_header, load.path, user_rps, arrivals or load.arrivals[0], load.accept_encoding)
+        (default: the scenario's first arrival model), sending what `target` says (default: the load
+        section's Host header and path over keep-alive connections)."""
+        host_header, path = (target.host_header, target.path) if target else (load.host_header, load.path)
+        new_connection = target.new_connection if target else False
+        arrival = arrivals or load.arrivals[0]
+        return cls(host_header, path, user_rps, arrival, load.accept_encoding, new_connection)
 
     def as_form(self) -> dict[str, str]:
-        """The options as the /swarm form fields Locust forwards to the workers."""
+        """The options as the /swarm form fields Locust forwards to the workers (a flag as true/false, as
+        Locust's web UI reads it)."""
         return {
             "host_header": self.host_header,
             "request_path": self.request_path,
             "user_rps": f"{self.user_rps:g}",
             "arrivals": self.arrivals,
             "accept_encoding": self.accept_encoding,
+            "new_connection": "true" if self.new_connection else "false",
         }
 
     def as_args(self) -> list[str]:
-        """The same options on a Locust command line."""
-        return [arg for key, value in self.as_form().items() for arg in (f"--{key.replace('_', '-')}", value)]
+        """The same options on a Locust command line (a flag only when set)."""
+        args: list[str] = []
+        for key, value in self.as_form().items():
+            flag = f"--{key.replace('_', '-')}"
+            if value in ("true", "false") and key in FLAGS:
+                args += [flag] if value == "true" else []
+            else:
+                args += [flag, value]
+        return args
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """Where and how the load generator sends one traffic profile's requests."""
+
+    url: str  # the gateway (https:// for a TLS profile), or the backend itself for the baseline
+    host_header: str
+    path: str
+    new_connection: bool = False
 
 
 def locustfile_arg(locustfile: Path) -> str:
@@ -387,16 +419,28 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-sizer-heartbeat", daemon=True)
         self.sent = self.missed = 0
+        self.last_error: str | None = None
 
     def _run(self) -> None:
         while True:
             try:
                 self.master.heartbeat(self.timeout_s, self.state())
                 self.sent += 1
-            except Exception:
+            except Exception as error:
                 self.missed += 1  # the master waits timeout_s before acting
+                self.last_error = (one_line(str(error)) or type(error).__name__)[:200]
             if self._stop.wait(self.interval_s):
                 return
+
+    def check(self) -> None:
+        """PlatformError when no heartbeat has reached the master in NEVER_HEARD_BEATS tries: the dead-man
+        switch is not armed, so a runner killed hard would leave the load running."""
+        if self.sent == 0 and self.missed >= NEVER_HEARD_BEATS:
+            raise PlatformError(
+                f"the Locust master has received none of {self.missed} heartbeats ({self.last_error}): "
+                "a runner killed hard would leave its load running",
+                "check that the runner reaches the master's web API (its URL, credentials, CA)",
+            )
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

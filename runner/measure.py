@@ -44,6 +44,7 @@ class MetricSource(Protocol):
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]: ...
     def throttled_share(self, selector: Selector, start: float, end: float) -> float | None: ...
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float: ...
+    def envoy_cx_rate(self, selector: Selector, start: float, end: float) -> float: ...
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float: ...
 
 
@@ -71,6 +72,10 @@ def _count(per_second: dict[int, int], start: int, end: int) -> int:
 
 def _finite(value: float, default: float = 0.0) -> float:
     return value if math.isfinite(value) else default
+
+
+def _optional(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -179,4 +184,5 @@ class StepMeter:
             window_s=float(window),
             backend_cpu_max=self._backend_share(start, end),
             throttled_share=self.metrics.throttled_share(envoy, start, end),
+            envoy_cx_rate=_optional(self.metrics.envoy_cx_rate(envoy, start, end)),
         )

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
 from runner.errors import LoadGeneratorError, PlatformError, SizerError
-from runner.locust import REPORT_LAG_S, HeldConnections, Snapshot
+from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget, Snapshot
 from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP, Selector, WindowStats
 from runner.model import LoadLevel, MemoryPoint, MemoryResult
 from runner.observer import SweepObserver
 from runner.plan import Configuration
 from runner.platforms.base import Platform
+from runner.profiles import PLAIN_PROFILE
 from runner.quantities import format_memory
 from runner.results import RunStore
 from runner.scenario import MemorySpec, Scenario
@@ -115,11 +117,15 @@ class MemoryExperiment:
         driver: LoadDriver,
         observer: SweepObserver,
         clock: Clock = SYSTEM_CLOCK,
+        armed: Callable[[], None] = lambda: None,
     ) -> None:
+        """`armed` raises when the Locust master's dead-man switch is not armed (no heartbeat arrived): no
+        connection is held without it."""
         if scenario.memory is None:
             raise ValueError("the scenario has no memory section")
         self.scenario, self.spec = scenario, scenario.memory
         self.platform, self.store, self.driver, self.observer, self.clock = platform, store, driver, observer, clock
+        self.armed = armed
         self.points = plan_memory(self.spec)
 
     def unfinished(self) -> list[str]:
@@ -173,9 +179,11 @@ class MemoryExperiment:
             if restarted:
                 self.observer.components_restarted(restarted)
             self.platform.apply(memory_configuration(self.scenario, plan.routes))
-            self._light_load()
+            self.armed()
+            target = self.platform.target(PLAIN_PROFILE, self.scenario.load)
+            self._light_load(target)
             if plan.connections:
-                self._hold(holder, plan.connections)
+                self._hold(holder, plan.connections, target)
             self.observer.load_changed(self._level(), "memory: settle", self.spec.settle_s)
             self._sleep(self.spec.settle_s)
             return self._measure(holder, plan)
@@ -194,10 +202,10 @@ class MemoryExperiment:
         users = max(1, math.ceil(self.spec.rps / self.scenario.load.max_rps_per_user))
         return LoadLevel(users=users, user_rps=self.spec.rps / users)
 
-    def _light_load(self) -> None:
+    def _light_load(self, target: LoadTarget) -> None:
         level = self._level()
         if level.users:
-            self.driver.set(level, LIGHT_LOAD, 0.0, arrivals=self.scenario.load.arrivals[0])
+            self.driver.set(level, LIGHT_LOAD, 0.0, arrivals=self.scenario.load.arrivals[0], target=target)
 
     def _sleep(self, seconds: float) -> None:
         """Sleep in short steps, checking that the platform's parts (Envoy above all) stay alive."""
@@ -206,13 +214,11 @@ class MemoryExperiment:
             self.clock.sleep(min(remaining, POLL_S))
             self.platform.check()
 
-    def _hold(self, holder: ConnectionHolder, count: int) -> HeldConnections:
-        """Ask the master for `count` connections and wait until each was opened or failed."""
+    def _hold(self, holder: ConnectionHolder, count: int, target: LoadTarget) -> HeldConnections:
+        """Ask the master for `count` connections to `target` and wait until each was opened or failed."""
         spec = self.spec
-        load = self.scenario.load
-        gateway = self.platform.endpoints.gateway
-        held = holder.hold_connections(count, gateway, load.host_header, path=load.path, refresh_s=spec.refresh_s,
-                                       open_rate=spec.open_rate)  # fmt: skip
+        held = holder.hold_connections(count, target.url, target.host_header, path=target.path,
+                                       refresh_s=spec.refresh_s, open_rate=spec.open_rate)  # fmt: skip
         budget_s = count / spec.open_rate + OPEN_SLACK_S
         self.observer.load_changed(self._level(), f"memory: opening {count:,} connections", budget_s)
         deadline = self.clock.monotonic() + budget_s

@@ -25,15 +25,17 @@ CPU_SAMPLES = "container_cpu_usage_seconds_total{{{sel}}}[{range}]"
 CFS_PERIODS = "container_cpu_cfs_periods_total{{{sel}}}[{range}]"
 CFS_THROTTLED_PERIODS = "container_cpu_cfs_throttled_periods_total{{{sel}}}[{range}]"
 MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
-ENVOY_REQUESTS = 'envoy_http_downstream_rq_total{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]'
+# Envoy's HTTP listeners as Contour names them: ingress_http, and ingress_https for TLS virtual hosts.
+ENVOY_LISTENERS = 'envoy_http_conn_manager_prefix=~"ingress_https?"'
+ENVOY_REQUESTS = "envoy_http_downstream_rq_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
+ENVOY_CONNECTIONS = "envoy_http_downstream_cx_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
 # The memory model: gauges averaged over a window (the busiest pod's). Envoy refreshes its server.memory_*
-# gauges on its stats flush, every 5 s.
+# gauges on its stats flush, every 5 s. Active connections: summed over the listeners, then the busiest pod.
 MEMORY_WORKING_SET_MEAN = "max(avg_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
 ENVOY_HEAP = "max(avg_over_time(envoy_server_memory_heap_size{{{sel}}}[{range}]))"
 ENVOY_ALLOCATED = "max(avg_over_time(envoy_server_memory_allocated{{{sel}}}[{range}]))"
 ENVOY_ACTIVE_CONNECTIONS = (
-    "max(avg_over_time(envoy_http_downstream_cx_active"
-    '{{{sel},envoy_http_conn_manager_prefix="ingress_http"}}[{range}]))'
+    "max(sum by (pod) (avg_over_time(envoy_http_downstream_cx_active{{{sel}," + ENVOY_LISTENERS + "}}[{range}])))"
 )
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
 MIN_SUBWINDOW_S = 5.0
@@ -182,9 +184,17 @@ class Metrics:
         return throttled / periods if periods > 0 else None
 
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
-        """Requests per second Envoy's HTTP listener accepted over the window: from the counter's raw
-        samples, as CPU is (rate()'s extrapolation misjudges short windows and scrape gaps)."""
-        query = ENVOY_REQUESTS.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
+        """Requests per second Envoy's HTTP listeners accepted over the window."""
+        return self._envoy_rate(ENVOY_REQUESTS, selector, start, end)
+
+    def envoy_cx_rate(self, selector: Selector, start: float, end: float) -> float:
+        """New downstream connections per second Envoy's HTTP listeners accepted over the window."""
+        return self._envoy_rate(ENVOY_CONNECTIONS, selector, start, end)
+
+    def _envoy_rate(self, template: str, selector: Selector, start: float, end: float) -> float:
+        """The summed rate of one of Envoy's counters over the window: from the counter's raw samples, as CPU
+        is (rate()'s extrapolation misjudges short windows and scrape gaps)."""
+        query = template.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
         rates = []
         for series in self._query(query, end):
             stats = counter_window([(float(t), float(v)) for t, v in series.get("values", [])], MIN_SUBWINDOW_S)

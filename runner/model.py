@@ -2,9 +2,9 @@
 
 A `Step` is what one measuring window saw; a `ConfigResult` holds a configuration's steps, its knee and
 capacity and its verdict; a `MemoryResult` holds the memory model's points; a `RunSummary` is a whole run,
-as saved in summary.json. The engine writes
-these types and the report reads the same ones back. Pure data: this module imports pydantic and
-nothing of the Prometheus, Locust or Kubernetes stacks.
+as saved in summary.json. The engine writes these types and the report reads the same ones back. Pure data:
+this module imports pydantic (and the traffic profile, itself pure data) and nothing of the Prometheus,
+Locust or Kubernetes stacks.
 
 Runs saved by earlier versions still load: fields added since have defaults, and renamed ones keep their
 saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runner.profiles import PLAIN_PROFILE, TrafficProfile
 
 ConfigStatus = Literal["running", "saturated", "not-saturated", "invalid", "failed"]
 RunStatus = Literal["running", "complete", "partial", "interrupted", "failed"]
@@ -96,6 +98,7 @@ class Step(_Frozen):
     window_s: float
     backend_cpu_max: float = 0.0
     throttled_share: float | None = None
+    envoy_cx_rate: float | None = None  # new downstream connections per second Envoy accepted (None: not read)
     guards: tuple[Finding, ...] = ()
 
     @property
@@ -112,6 +115,11 @@ class Step(_Frozen):
     def cpu_per_request_us(self) -> float | None:
         """Envoy CPU time per request it served, in microseconds."""
         return self.envoy_cpu_cores / self.envoy_rps * 1e6 if self.envoy_rps > 0 else None
+
+    @property
+    def connections_per_request(self) -> float | None:
+        """New connections Envoy accepted per request it served (1.0 when every request opens one)."""
+        return self.envoy_cx_rate / self.envoy_rps if self.envoy_cx_rate is not None and self.envoy_rps > 0 else None
 
 
 class Knee(_Frozen):
@@ -177,6 +185,7 @@ class ConfigResult(_Mutable):
     backend: BackendResources
     contour: ContourResources | None = None
     arrivals: str = LEGACY_ARRIVALS
+    profile: TrafficProfile = PLAIN_PROFILE  # runs before traffic profiles were plain HTTP with keep-alive
     status: ConfigStatus = "running"
     reason: str | None = None
     knee: Knee | None = None

@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from runner.profiles import PLAIN_PROFILE, TrafficProfile
 from runner.quantities import format_cpu, format_memory
 from runner.scenario import Resources, Scenario
 
 
 @dataclass(frozen=True)
 class Configuration:
-    """One point of the sweep: the resources of Envoy, Contour and the backend."""
+    """One point of the sweep: the resources of Envoy, Contour and the backend, how requests arrive and how
+    they travel (the traffic profile)."""
 
     envoy_cpu_cores: float
     envoy_memory_bytes: int
@@ -19,6 +21,7 @@ class Configuration:
     backend_replicas: int
     contour: Resources | None = None
     arrivals: str = "poisson"
+    profile: TrafficProfile = PLAIN_PROFILE
     extra_routes: int = 0  # more virtual hosts in Envoy's routes (the memory model; local: in its bootstrap)
 
     @property
@@ -29,10 +32,11 @@ class Configuration:
             cpu = format_cpu(self.contour.cpu_cores) if self.contour.cpu_cores else "none"
             memory = format_memory(self.contour.memory_bytes) if self.contour.memory_bytes else "none"
             contour = f"{cpu}/{memory}"
+        profile = "" if self.profile.is_plain else f",profile={self.profile.name}"  # keys of plain runs as before
         routes = f",routes={self.extra_routes}" if self.extra_routes else ""
         return (
             f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
-            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{routes}"
+            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{profile}{routes}"
         )
 
     @property
@@ -41,8 +45,9 @@ class Configuration:
         text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
-        routes = f", {self.extra_routes:,} extra routes" if self.extra_routes else ""
-        return text + f", nginx x{self.backend_replicas}, {self.arrivals} arrivals{routes}"
+        text += f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
+        text += f", {self.extra_routes:,} extra routes" if self.extra_routes else ""
+        return text if self.profile.is_plain else f"{text}, {self.profile.name} traffic"
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ class Plan:
 
 
 def plan_sweep(scenario: Scenario) -> Plan:
-    """Every combination of Envoy CPU and memory, Contour resources, backend replicas and arrival model;
+    """Every combination of Envoy CPU and memory, Contour resources, backend replicas, arrival model and
+    traffic profile (each profile's CPU limits run one after another, so profiles compare at each limit);
     none when the scenario asks for the memory model only (`memory.only`)."""
     if scenario.memory is not None and scenario.memory.only:
         return Plan(())
@@ -69,10 +75,12 @@ def plan_sweep(scenario: Scenario) -> Plan:
             backend_replicas=replicas,
             contour=contour,
             arrivals=arrivals,
+            profile=profile,
         )
-        for contour, replicas, memory, cpu, arrivals in itertools.product(
+        for contour, replicas, profile, memory, cpu, arrivals in itertools.product(
             contours,
             scenario.backend.replicas,
+            scenario.profiles,
             scenario.envoy.memory_bytes,
             scenario.envoy.cpu_cores,
             scenario.load.arrivals,

@@ -67,6 +67,7 @@ def start_result(config: Configuration) -> ConfigResult:
         backend=BackendResources(replicas=config.backend_replicas),
         contour=contour,
         arrivals=config.arrivals,
+        profile=config.profile,
         started_at=utc_now(),
     )
 
@@ -173,6 +174,9 @@ class RunStore:
     def _append_csv(self, result: ConfigResult, step: Step) -> None:
         path = self.run_dir / "steps.csv"
         new = not path.exists()
+        if not new and _header_of(path) != CSV_HEADER:  # a run resumed by a version with other columns
+            self._rewrite_csv()
+            return
         with path.open("a", newline="") as handle:
             writer = csv.writer(handle)
             if new:
@@ -197,6 +201,11 @@ class RunStore:
     def finish(self, status: RunStatus, reason: str | None = None) -> None:
         self.summary.status, self.summary.reason, self.summary.finished_at = status, reason, utc_now()
         self.save()
+
+
+def _header_of(path: Path) -> list[str]:
+    with path.open(newline="") as handle:
+        return next(csv.reader(handle), [])
 
 
 def load_summary(run_dir: Path) -> RunSummary:

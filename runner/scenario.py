@@ -35,13 +35,14 @@ from pydantic import (
 from runner.errors import ScenarioError, UsageError
 from runner.http import redact_url
 from runner.paths import PROJECT_ROOT, SCENARIO_DIR
+from runner.profiles import PLAIN_PROFILE, ProfileList
 from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory, parse_number_list, short_repr
 
 DEFAULT_THRESHOLD = 0.90
 DEFAULT_SCENARIO = "local"
 
 # Bounds. A sweep is the product of its lists, so the plan is bounded too; durations bound the time a step holds load.
-MAX_CONFIGURATIONS = 1000  # Envoy CPUs x memories x Contour resources x nginx replica counts x arrival models
+MAX_CONFIGURATIONS = 1000  # Envoy CPUs x memories x Contour resources x nginx replicas x arrivals x profiles
 MIN_CPU_CORES = 0.001  # 1m, Kubernetes' resolution; CPU values are whole millicores
 MIN_LOCAL_CPU_CORES = 0.01  # 10m: a 1 ms CFS quota per 100 ms period, the smallest the local platform sets
 MAX_CPU_CORES = 512.0  # any CPU limit or request: Envoy, Contour, nginx, Locust workers
@@ -521,6 +522,7 @@ class Scenario(_Model):
     contour: ContourSpec = ContourSpec()
     backend: BackendSpec = BackendSpec()
     load: LoadSpec = LoadSpec()
+    profiles: ProfileList = (PLAIN_PROFILE,)  # traffic profiles (runner.profiles): one axis of the sweep
     threshold: Float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
     on_failure: Literal["continue", "stop"] = "continue"  # after a configuration fails
     baseline: BaselineSpec = BaselineSpec()
@@ -544,12 +546,25 @@ class Scenario(_Model):
             "contour.resources": len(self.contour.resources or (None,)),
             "backend.replicas": len(self.backend.replicas),
             "load.arrivals": len(self.load.arrivals),
+            "profiles": len(self.profiles),
         }
         if math.prod(lists.values()) > MAX_CONFIGURATIONS:
             product = " x ".join(f"{count} {name}" for name, count in lists.items() if count > 1)
             raise ValueError(
                 f"{product} make {math.prod(lists.values()):,} configurations; at most {MAX_CONFIGURATIONS:,}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _profiles_runnable(self) -> Scenario:
+        """A profile the platform or the client cannot run is refused before anything starts."""
+        for index, profile in enumerate(self.profiles):
+            if profile.new_connection and self.load.client != "lean":
+                raise ValueError(
+                    f"profiles[{index}] ({profile.name}): a new connection per request needs load.client: lean"
+                )
+            if profile.tls and self.platform == "kubernetes":
+                raise ValueError(f"profiles[{index}] ({profile.name}): TLS profiles run on the local platform only")
         return self
 
     @model_validator(mode="after")
@@ -598,6 +613,7 @@ class Overrides:
     platform: str | None = None
     client: str | None = None
     arrivals: str | None = None
+    profiles: str | None = None
     connections: str | None = None
     routes: str | None = None
 
@@ -635,6 +651,8 @@ class Overrides:
             section("load")["client"] = self.client
         if self.arrivals is not None:
             section("load")["arrivals"] = [m.strip() for m in self.arrivals.split(",")]
+        if self.profiles is not None:
+            data["profiles"] = [name.strip() for name in self.profiles.split(",")]
         if self.connections is not None:
             section("memory")["connections"] = _counts(self.connections, "CONNECTIONS")
         if self.routes is not None:
@@ -653,6 +671,7 @@ class Overrides:
             "platform": [("platform",)],
             "client": [("load", "client")],
             "arrivals": [("load", "arrivals")],
+            "profiles": [("profiles",)],
             "connections": [("memory", "connections")],
             "routes": [("memory", "routes")],
         }

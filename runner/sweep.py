@@ -12,7 +12,7 @@ from runner.errors import SizerError, WindowDiscarded
 from runner.guards import GuardContext, check_step, judge
 from runner.knee import find_capacity, find_knee
 from runner.live import LiveState
-from runner.locust import Heartbeat
+from runner.locust import Heartbeat, LoadTarget
 from runner.memory_sweep import MemoryExperiment
 from runner.model import BaselineResult, ConfigResult, LoadLevel, RunStatus, Step
 from runner.observer import Broadcast, SweepObserver
@@ -36,6 +36,7 @@ class Sweep:
     clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
+        self.heartbeat: Heartbeat | None = None  # while the platform runs
         self.live = LiveState(self.scenario.threshold, self.scenario.load.latency_slo_ms)
         self.observer = Broadcast(self.observer, self.live)
         self.driver = LoadDriver(
@@ -44,13 +45,14 @@ class Sweep:
         self.memory = None
         if self.scenario.memory is not None:
             self.memory = MemoryExperiment(scenario=self.scenario, platform=self.platform, store=self.store,
-                                           driver=self.driver, observer=self.observer, clock=self.clock)  # fmt: skip
+                                           driver=self.driver, observer=self.observer, clock=self.clock,
+                                           armed=self._armed)  # fmt: skip
 
     def run(self) -> RunStatus:
         """The whole sweep; returns the run's final status. Raises on Ctrl-C (or SIGTERM, SIGHUP) after
         saving what was measured, and on an error outside any configuration."""
         try:
-            with self.platform, Heartbeat(self.platform.locust, self.live.snapshot):
+            with self.platform, Heartbeat(self.platform.locust, self.live.snapshot) as self.heartbeat:
                 self.platform.metrics.check()
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
@@ -84,6 +86,11 @@ class Sweep:
             self.observer.config_finished(result)
             if result.status == "failed" and self.scenario.on_failure == "stop":
                 return
+
+    def _armed(self) -> None:
+        """PlatformError unless a heartbeat has reached the Locust master (see Heartbeat.check)."""
+        if self.heartbeat is not None:
+            self.heartbeat.check()
 
     def _final_status(self) -> tuple[RunStatus, str | None]:
         """`complete` only when every planned configuration finished; else `partial` or `failed`."""
@@ -133,22 +140,25 @@ class Sweep:
         load = self.scenario.load
         search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores, self._knee_per_core(config))
         meter = self.driver.meter(config.envoy_cpu_cores)
-        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers)
+        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers, profile=config.profile)
         deadline = self.clock.monotonic() + load.max_config_s
+        target = self.platform.target(config.profile, load)
         steps: list[Step] = []
         level = search.next_level(steps)
         if level is not None and load.warmup_s > 0:
-            self.driver.set(level, "warm-up", load.warmup_s, arrivals=config.arrivals)
+            self.driver.set(level, "warm-up", load.warmup_s, arrivals=config.arrivals, target=target)
         while level is not None:
             if self.clock.monotonic() >= deadline:
                 return steps, f"time budget of {load.max_config_s:g} s per configuration spent"
-            self.driver.set(level, "settle", load.settle_s, arrivals=config.arrivals)
+            self.driver.set(level, "settle", load.settle_s, arrivals=config.arrivals, target=target)
+            if self.heartbeat is not None:
+                self.heartbeat.check()  # no load is measured without the dead-man switch armed
             self.observer.load_changed(level, "measure", load.step_s)
             try:
                 step = meter.measure(len(steps), level, load.step_s)
             except WindowDiscarded as discarded:  # once: set the load again and measure anew
                 self.driver.users = 0
-                self.driver.set(level, f"{discarded}; again", load.settle_s, arrivals=config.arrivals)
+                self.driver.set(level, f"{discarded}; again", load.settle_s, arrivals=config.arrivals, target=target)
                 step = meter.measure(len(steps), level, load.step_s)
             findings = check_step(step, steps, guard_context)
             step = step.model_copy(update={"guards": tuple(findings)})
@@ -161,11 +171,12 @@ class Sweep:
         return steps, search.ending(steps)
 
     def _knee_per_core(self, config: Configuration) -> float | None:
-        """RPS per core at the knee of the configurations already measured with the same arrivals."""
+        """RPS per core at the knee of the configurations already measured with the same arrivals and
+        traffic profile (a TLS handshake per request costs many times a keep-alive request)."""
         rates = [
             c.valid_knee.rps / c.envoy.cpu_cores
             for c in self.store.summary.configs
-            if c.valid_knee is not None and c.arrivals == config.arrivals
+            if c.valid_knee is not None and c.arrivals == config.arrivals and c.profile == config.profile
         ]
         return min(rates) if rates else None
 
@@ -194,9 +205,12 @@ class Sweep:
         measured: dict[str, Step] = {}
         endpoints = self.platform.endpoints
         hold = max(self.scenario.load.warmup_s, self.scenario.load.settle_s)
+        load = self.scenario.load
+        gateway = self.platform.target(config.profile, load)
+        direct = LoadTarget(endpoints.backend, load.host_header, load.path)
         try:
-            for name, host in (("direct", endpoints.backend), ("gateway", endpoints.gateway)):
-                self.driver.set(level, f"{name}: warm-up", hold, arrivals=config.arrivals, host=host)
+            for name, target in (("direct", direct), ("gateway", gateway)):
+                self.driver.set(level, f"{name}: warm-up", hold, arrivals=config.arrivals, target=target)
                 self.observer.load_changed(level, f"{name}: measure", self.scenario.load.step_s)
                 measured[name] = meter.measure(0, level, self.scenario.load.step_s)
                 self.driver.stop()

@@ -9,9 +9,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
+from runner.errors import UsageError
+from runner.locust import LoadTarget
 from runner.measure import Capacities, LoadGenerator, MetricSource
 from runner.metrics import Selectors
 from runner.plan import Configuration
+from runner.profiles import TrafficProfile
+from runner.scenario import LoadSpec
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,13 @@ class Platform(ABC):
     @property
     @abstractmethod
     def endpoints(self) -> Endpoints: ...
+
+    def target(self, profile: TrafficProfile, load: LoadSpec) -> LoadTarget:
+        """Where and how the load generator sends a profile's requests: the gateway's plain HTTP listener
+        with the scenario's Host header; a platform with a TLS listener overrides this for TLS profiles."""
+        if profile.tls:
+            raise UsageError(f"profile {profile.name}: the {self.name} platform has no TLS listener")
+        return LoadTarget(self.endpoints.gateway, load.host_header, profile.path(load.path), profile.new_connection)
 
     def capacities(self) -> Capacities:
         """How much CPU a Locust worker and an nginx replica have, for the validity guards."""

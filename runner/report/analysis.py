@@ -6,6 +6,7 @@ back a claim (too few knees, no latency, no generator CPU) the claim is left out
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -288,7 +289,7 @@ def _arrival_models(configs: Sequence[ConfigResult]) -> Conclusion | None:
     groups: dict[str, dict[str, float]] = {}
     for c in configs:
         if c.valid_knee is not None:
-            groups.setdefault(c.key.rsplit(",arrivals=", 1)[0], {})[c.arrivals] = c.valid_knee.rps
+            groups.setdefault(re.sub(r",arrivals=[^,]*", "", c.key), {})[c.arrivals] = c.valid_knee.rps
     pairs = [(key, knees) for key, knees in groups.items() if len(knees) > 1]
     if not pairs:
         return None

@@ -13,9 +13,11 @@ from datetime import datetime
 
 from runner.knee import PLATEAU_EXPONENT
 from runner.model import ConfigResult, RunSummary, Step
+from runner.profiles import PLAIN
 from runner.report import formatting as fmt
 from runner.report.analysis import Conclusion, conclusions, step_analysis
 from runner.report.memory_report import MemorySection, build_memory_section
+from runner.report.profiles import ProfileComparison, compare_profiles
 from runner.report.sizing import (
     DEFAULT_HEADROOM,
     Fit,
@@ -25,6 +27,7 @@ from runner.report.sizing import (
     fit_knees,
     knee_points,
     recommend,
+    sizing_profile,
     valid_knee,
 )
 from runner.scenario import LoadSpec, Scenario
@@ -127,6 +130,7 @@ class KneeRow:
     cpu_per_request_us: float | None = None  # Envoy CPU per request at the knee
     plateau: bool = False  # utilization flat near the threshold: the knee is not sharp
     search: str | None = None
+    profile: str = "plain"  # the traffic profile (runner.profiles)
 
     @property
     def rps_per_core(self) -> float | None:
@@ -222,12 +226,19 @@ class Report:
     baseline: Baseline | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     fixed_loads: tuple[FixedLoad, ...] = ()
+    profiles: ProfileComparison | None = None
+    sizing_profile: str = PLAIN
     memory: MemorySection | None = None  # the memory model (runner.report.memory_report)
 
     @property
     def several_arrivals(self) -> bool:
         """Whether the run measured more than one arrival model (the knee table then shows the column)."""
         return len({k.arrivals for k in self.knees}) > 1
+
+    @property
+    def several_profiles(self) -> bool:
+        """Whether the run measured more than one traffic profile (the knee table then shows the column)."""
+        return self.profiles is not None
 
     @property
     def has_contour(self) -> bool:
@@ -280,6 +291,7 @@ def _knee_row(config: ConfigResult, threshold: float) -> KneeRow:
         cpu_per_request_us=threshold * config.envoy.cpu_cores / knee.rps * 1e6 if knee else None,
         plateau=bool(knee and knee.exponent is not None and knee.exponent < PLATEAU_EXPONENT),
         search=config.search,
+        profile=config.profile.name,
     )
 
 
@@ -463,5 +475,7 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         baseline=_baseline(summary),
         notes=tuple(notes),
         fixed_loads=_fixed_loads(summary, scenario),
+        profiles=compare_profiles(summary, headroom),
+        sizing_profile=sizing_profile(summary),
         memory=build_memory_section(summary.memory, headroom),
     )

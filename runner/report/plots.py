@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from runner.model import MemoryPoint
+from runner.quantities import format_cpu
 from runner.report.memory_fit import LineFit
 from runner.report.model import ConfigSection, Report
 
@@ -249,6 +250,38 @@ def _cost_vs_rps(report: Report) -> Plot | None:
     return Plot("cost_vs_rps", "CPU per request vs RPS", caption, _png(draw))
 
 
+def _profiles(report: Report) -> Plot | None:
+    """Each traffic profile's knee at each CPU limit, side by side, with the knees' 95% intervals."""
+    comparison = report.profiles
+    if comparison is None:
+        return None
+    rows = [r for r in comparison.rows if r.knee_rps is not None]
+    if not rows:
+        return None
+    groups = list(dict.fromkeys(r.group for r in comparison.rows))
+    names = list(dict.fromkeys(r.profile for r in comparison.rows))
+    width = 0.8 / len(names)
+
+    def draw(ax: Axes) -> None:
+        for i, name in enumerate(names):
+            mine = [(groups.index(r.group), r) for r in rows if r.profile == name]
+            if not mine:
+                continue
+            x = [g + (i - (len(names) - 1) / 2) * width for g, _ in mine]
+            knees = [r.knee_rps or 0.0 for _, r in mine]
+            low = [k - (r.knee_low if r.knee_low is not None else k) for k, (_, r) in zip(knees, mine, strict=True)]
+            high = [(r.knee_high if r.knee_high is not None else k) - k for k, (_, r) in zip(knees, mine, strict=True)]
+            ax.bar(x, knees, width * 0.95, color=_color(i), label=name, yerr=[low, high], capsize=3)
+        cpus = {r.group: r.cpu_cores for r in comparison.rows}
+        ax.set_xticks(range(len(groups)), [f"Envoy {format_cpu(cpus[g])}" for g in groups])
+        ax.set_ylabel("knee (RPS)")
+        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper left", frameon=False, fontsize="small")
+
+    caption = "Knee per traffic profile at each Envoy CPU limit; whiskers: the knee's 95% interval where it has one."
+    return Plot("profiles", "Knee per traffic profile", caption, _png(draw))
+
+
 def _memory_plot(
     report: Report, name: str, rows_of: str, x_of: Callable[[MemoryPoint], float], fit_of: str, x_label: str
 ) -> Plot | None:
@@ -311,7 +344,7 @@ def _memory_vs_routes(report: Report) -> Plot | None:
 
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
-    makers = (_knee_vs_cores, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps, _memory_vs_connections,
-              _memory_vs_routes)  # fmt: skip
+    makers = (_knee_vs_cores, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
+              _memory_vs_connections, _memory_vs_routes)  # fmt: skip
     made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

@@ -111,12 +111,18 @@ def choose_cores(fit: Fit, required_rps: float) -> float:
     return min(candidates, key=lambda c: (round((replicas_for(required_rps, fit.rps_at(c)) + 1) * c, 9), -c))
 
 
-def _measured(summary: RunSummary | None, cores: float, rps_per_pod: float, target: float) -> MeasuredScaleOut | None:
+def _measured(
+    summary: RunSummary | None, fit: Fit, cores: float, rps_per_pod: float, target: float
+) -> MeasuredScaleOut | None:
     """Utilization at `rps_per_pod` and the first RPS reaching `target`, interpolated over the steps of the
-    valid configuration at `cores` (the first one, when several arrival models ran)."""
+    fitted configuration at `cores` (the first one, when several arrival models ran)."""
     if summary is None:
         return None
-    config = next((c for c in summary.configs if c.valid_knee and math.isclose(c.envoy.cpu_cores, cores)), None)
+    fitted = {p.label for p in fit.points}
+    config = next(
+        (c for c in summary.configs if c.label in fitted and c.valid_knee and math.isclose(c.envoy.cpu_cores, cores)),
+        None,
+    )
     if config is None:
         return None
     steps = sorted(
@@ -178,7 +184,7 @@ def plan_replicas(
             "watch Envoy's working set at that load"
         )
     target_pct = hpa_target_percent(threshold, rec.headroom)
-    measured = _measured(summary, cores, knee * target_pct / 100 / threshold, target_pct / 100)
+    measured = _measured(summary, fit, cores, knee * target_pct / 100 / threshold, target_pct / 100)
     return ReplicaPlan(
         rec=rec,
         threshold=threshold,

@@ -20,6 +20,7 @@ from scipy import stats
 
 from runner.errors import UsageError
 from runner.model import ConfigResult, Knee, RunSummary
+from runner.profiles import PLAIN
 from runner.quantities import format_cpu, format_memory
 from runner.report import formatting as fmt
 
@@ -177,12 +178,19 @@ def valid_knee(config: ConfigResult) -> Knee | None:
     return config.valid_knee
 
 
-def knee_points(summary: RunSummary) -> list[KneePoint]:
-    """The valid knees: the only ones sizing may use."""
+def sizing_profile(summary: RunSummary) -> str:
+    """The traffic profile the sizing rule is for: the scenario's first (plain when it named none)."""
+    return summary.configs[0].profile.name if summary.configs else PLAIN
+
+
+def knee_points(summary: RunSummary, profile: str | None = None) -> list[KneePoint]:
+    """The valid knees of one traffic profile (default: `sizing_profile`): the only ones sizing may use.
+    Profiles are not pooled: a TLS handshake per request costs many keep-alive requests."""
+    name = profile or sizing_profile(summary)
     points = []
     for config in summary.configs:
         knee = valid_knee(config)
-        if knee is None:
+        if knee is None or config.profile.name != name:
             continue
         memory = max((s.envoy_memory_bytes for s in config.steps), default=0.0)
         peak_rps = max((s.rps for s in config.steps), default=0.0)
@@ -229,11 +237,19 @@ def fit_knees(points: Sequence[KneePoint]) -> Fit | None:
     return Fit(slope, intercept, r_squared, ordered, _slope_interval(ordered, residual_sd))
 
 
-def require_fit(summary: RunSummary) -> Fit:
-    """The run's fit, or a UsageError saying why there is none and what to run instead."""
-    points = knee_points(summary)
+def require_fit(summary: RunSummary, profile: str | None = None) -> Fit:
+    """The run's fit for a traffic profile (default: `sizing_profile`), or a UsageError saying why there is
+    none and what to run instead."""
+    measured = list(dict.fromkeys(c.profile.name for c in summary.configs))
+    if profile is not None and profile not in measured:
+        raise UsageError(
+            f"run {summary.run_id} measured no traffic profile {profile!r}",
+            f"use one it measured: {', '.join(measured) or 'none'}",
+        )
+    points = knee_points(summary, profile)
     if not points:
-        why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in summary.configs)
+        configs = [c for c in summary.configs if c.profile.name == (profile or sizing_profile(summary))]
+        why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in configs)
         raise UsageError(f"run {summary.run_id} has no valid knee ({why or 'no configuration'})", SWEEP_HINT)
     fit = fit_knees(points)
     if fit is None:

@@ -200,6 +200,10 @@ class FakeMetrics:
         seconds = self.timeline.window(start, end)
         return sum(s for s, _, _ in seconds) / len(seconds) if seconds else math.nan
 
+    def envoy_cx_rate(self, selector: Selector, start: float, end: float) -> float:
+        self._query()
+        return 0.0  # keep-alive: the simulated users open their connections before the window
+
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float:
         self._query()
         return 30e6

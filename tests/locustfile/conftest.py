@@ -8,10 +8,20 @@ from typing import Any
 
 import pytest
 
+from runner.certificates import write_certificate
 from runner.platforms.local import binaries, nginx
 from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
 
-from .helpers import CONNECTION_LOG_FORMAT, START_TIMEOUT_S, NginxBackend, Reply, ScriptedServer, listening, running
+from .helpers import (
+    BODY_BYTES,
+    CONNECTION_LOG_FORMAT,
+    START_TIMEOUT_S,
+    NginxBackend,
+    Reply,
+    ScriptedServer,
+    listening,
+    running,
+)
 
 
 @pytest.fixture
@@ -70,3 +80,14 @@ def scripted_server() -> Iterator[Callable[[list[Reply]], ScriptedServer]]:
     yield make
     for server in made:
         server.stop()
+
+
+@pytest.fixture
+def tls_gateway(testbed_factory: Callable[..., Any], tmp_path: Path) -> Any:
+    """Envoy with Contour's TLS listener too (a certificate made for external.nginx), in front of one nginx
+    replica that also serves a 16 KiB body at /size/16384."""
+    testbed = testbed_factory()
+    testbed.scale_backend(1, body_sizes=(BODY_BYTES,))
+    certificate = write_certificate(tmp_path / "tls", "external.nginx", "ecdsa-p256")
+    testbed.start_envoy(1.0, None, 1, certificate=certificate)
+    return testbed

@@ -55,6 +55,9 @@ class NginxBackend:
         return len({entry[0] for entry in self.log()})
 
 
+BODY_BYTES = 16384  # the body profile the TLS gateway fixture serves
+
+
 def running(pids: list[int]) -> list[int]:
     """The pids still running (zombies waiting for this process do not count)."""
     left = []

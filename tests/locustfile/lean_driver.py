@@ -27,7 +27,9 @@ from lean_http import LeanHttpClient
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
-    parser.add_argument("steps", help="JSON list of {method, path, count, headers, name, convenience} or {pause_s}")
+    parser.add_argument(
+        "steps", help="JSON list of {method, path, count, headers, name, host, convenience} or {pause_s}"
+    )
     parser.add_argument("--host-header")
     parser.add_argument("--read-timeout", type=float, default=5.0)
     parser.add_argument("--connect-timeout", type=float, default=5.0)
@@ -56,7 +58,7 @@ def main() -> None:
             continue
         method, path = step.get("method", "GET"), step.get("path", "/")
         name, headers = step.get("name"), step.get("headers")
-        request = client.prepare(method, path, name=name, headers=headers)
+        request = client.prepare(method, path, name=name, headers=headers, host_header=step.get("host"))
         for _ in range(step.get("count", 1)):
             if step.get("convenience"):  # LeanHttpClient.request: prepared on first use, then cached
                 status = client.request(method, path, name=name, headers=headers)

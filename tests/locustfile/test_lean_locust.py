@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import envoy_stats, run_driver, run_locust
+from .helpers import BODY_BYTES, envoy_stats, run_driver, run_locust
 
 USERS = 4
 PAGE_BYTES = 615
@@ -113,3 +113,50 @@ def test_tls_keepalive_and_sni_from_the_host_header(nginx_factory, certificate: 
     assert backend.connections() == 1
     verified = run_driver(url, [{"path": "/"}], host_header="external.nginx", verify_tls=True)
     assert verified[0]["exception"] == "SSLCertVerificationError"  # self-signed: refused when verifying
+
+
+def _delta(before: dict[str, int], after: dict[str, int], name: str) -> int:
+    return after.get(name, 0) - before.get(name, 0)
+
+
+def _handshakes(stats: dict[str, int]) -> int:
+    return sum(v for k, v in stats.items() if k.startswith("listener.") and k.endswith(".ssl.handshake"))
+
+
+@pytest.mark.slow
+def test_a_new_connection_per_request_through_envoys_tls_listener(tls_gateway, tmp_path: Path):
+    url = tls_gateway.gateway_tls_url
+    before = envoy_stats(tls_gateway)
+    entries, _ = _run("LeanGatewayUser", url, tmp_path, "-t", "3s", "--user-rps", "20", "--new-connection")
+    after = envoy_stats(tls_gateway)
+    (entry,) = entries
+    requests = _delta(before, after, "http.ingress_https.downstream_rq_total")
+    connections = _delta(before, after, "http.ingress_https.downstream_cx_total")
+    assert entry["num_failures"] == 0 and entry["num_requests"] >= 100, entry
+    assert requests >= entry["num_requests"]
+    assert connections >= requests - USERS and connections <= requests + USERS  # one per request
+    assert _handshakes(after) - _handshakes(before) == connections  # each a full TLS handshake
+    assert _delta(before, after, "http.ingress_http.downstream_rq_total") == 0  # nothing on the plain listener
+
+
+@pytest.mark.slow
+def test_tls_keepalive_and_a_body_profile_through_envoy(tls_gateway, tmp_path: Path):
+    url = tls_gateway.gateway_tls_url
+    before = envoy_stats(tls_gateway)
+    entries, _ = _run("LeanGatewayUser", url, tmp_path, "-t", "3s", "--user-rps", "20",
+                      "--request-path", f"/size/{BODY_BYTES}")  # fmt: skip
+    after = envoy_stats(tls_gateway)
+    (entry,) = entries
+    assert entry["num_failures"] == 0 and entry["num_requests"] >= 100, entry
+    assert entry["total_content_length"] == BODY_BYTES * entry["num_requests"]  # not compressed on the way
+    assert _delta(before, after, "http.ingress_https.downstream_cx_total") == USERS  # kept alive
+    assert _handshakes(after) - _handshakes(before) == USERS
+
+
+@pytest.mark.slow
+def test_a_request_for_another_host_on_the_tls_listener_is_misdirected(tls_gateway):
+    url = tls_gateway.gateway_tls_url
+    # SNI external.nginx selects the filter chain; the Host header of the second request names another host,
+    # which Contour's Lua guard answers with 421
+    events = run_driver(url, [{"path": "/"}, {"path": "/", "host": "other.host"}], host_header="external.nginx")
+    assert [(e["exception"], e["error"]) for e in events] == [(None, None), ("HttpStatusError", "HTTP 421")], events

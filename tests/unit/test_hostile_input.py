@@ -30,6 +30,7 @@ from runner import scenario as schema
 from runner.paths import SCENARIO_DIR
 from runner.plan import plan_sweep
 from runner.platforms.local.platform import LocalPlatform
+from runner.profiles import MAX_BODY_BYTES, MAX_PROFILES, MIN_BODY_BYTES
 from runner.quantities import parse_cpu, parse_memory, parse_number_list
 
 _FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -138,6 +139,9 @@ def assert_bounded(argv: list[str]) -> None:
     assert all(c.isprintable() and not c.isspace() for c in load.path), load.path
     assert set(load.host_header) <= set(string.ascii_letters + string.digits + ".-:"), load.host_header
     assert all(c.isprintable() for c in load.accept_encoding + scenario.name)
+    assert 1 <= len(scenario.profiles) <= MAX_PROFILES
+    assert all(MIN_BODY_BYTES <= (p.body_bytes or 1) <= MAX_BODY_BYTES for p in scenario.profiles)
+    assert all(p.path(load.path).startswith("/") for p in scenario.profiles)
     for workload in (scenario.envoy.workload, scenario.backend.workload, scenario.contour.workload):
         assert set(workload.namespace + workload.name) <= set(string.ascii_lowercase + string.digits + ".-")
     memory = scenario.memory
@@ -209,6 +213,8 @@ NASTY = [
     "{a: 1}",
     "&a [*a]",
 ]
+PROFILE_NAMES = ["plain", "tls", "tls-new-connection", "new-connection", "body-16k", "tls-ecdsa-body-1k", "body-0",
+                 "body-17m", "body-16384", "tls-", "tls-tls", "plain-tls", "x" * 41]  # fmt: skip
 NASTY_CHARS = string.printable + "\x00\x7f\x85\u2028\u202e\ufeff'\"\\üß中🙂"
 
 
@@ -239,6 +245,7 @@ values = st.one_of(
     st.lists(plausible_numbers, min_size=1, max_size=4).map(",".join),
     st.builds(lambda low, n: f"{low}..{low + n}", st.integers(1, 600), st.integers(0, 1200)),
     st.sampled_from(["local", "kubernetes", "lean", "fasthttp", "256Mi", "1Gi,2Gi", "4Ti", "5Ti"]),
+    st.lists(st.sampled_from(PROFILE_NAMES), min_size=1, max_size=4).map(",".join),
     st.sampled_from(NASTY),
     numbers,
     ranges,
@@ -257,6 +264,8 @@ OPTIONS = {
     "--step-seconds": ("STEP_SECONDS", "load.step_seconds"),
     "--platform": ("PLATFORM", "platform"),
     "--client": ("CLIENT", "load.client"),
+    "--arrivals": ("ARRIVALS", "load.arrivals"),
+    "--profiles": ("PROFILES", "profiles"),
     "--connections": ("CONNECTIONS", "memory.connections", "memory"),
     "--routes": ("ROUTES", "memory.routes", "memory"),
     "--scenario": ("scenario",),
@@ -308,6 +317,7 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
             "recommend-headroom",
             "recommend-cores",
             "recommend-output",
+            "recommend-profile",
             "compare",
             "recommend-connections",
             "recommend-routes",
@@ -338,11 +348,15 @@ def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, va
             run_cli("recommend", "--target-rps=5000", f"--cores-per-replica={value}", "--run", str(RUN)),
             "--cores-per-replica",
         )
+    elif command == "recommend-profile":
+        outcome, name = run_cli("recommend", "--target-rps=5000", f"--profile={value}", "--run", str(RUN)), "profile"
     else:
         outcome, name = run_cli("recommend", "--target-rps=5000", f"--output={value}", "--run", str(RUN)), "--output"
     outcome.check(name)
     if outcome.code == 0 and command == "recommend-output":
         assert value in ("", "text", "yaml")
+    elif outcome.code == 0 and command == "recommend-profile":
+        assert value in ("", "plain")  # the run measured plain traffic only
     elif outcome.code == 0 and value:  # an empty --cores-per-replica= chooses a measured limit
         assert math.isfinite(float(value))
         if command == "recommend-cores":
@@ -428,7 +442,7 @@ SECTIONS = {
         "keep_locust",
     ],
 }
-TOP_LEVEL = ["name", "description", "platform", "threshold", "on_failure", *SECTIONS]
+TOP_LEVEL = ["name", "description", "platform", "threshold", "on_failure", "profiles", *SECTIONS]
 NESTED = {
     "workload": ["namespace", "name", "container", "kind"],
     "service": ["namespace", "name", "port"],
@@ -456,6 +470,9 @@ plausible = st.one_of(
     st.sampled_from(["ns", "ns-1", "Ns", "ns_1", "a" * 63, "a" * 64, "a.b", "http://x:9090", "ftp://x", "x"]),
     st.lists(st.integers(min_value=0, max_value=300), max_size=5),
     st.lists(st.sampled_from([0.25, 0.5, "250m", 1, 2]), max_size=4),
+    st.lists(
+        st.sampled_from([*PROFILE_NAMES, {"name": "big", "body": "256Ki"}, {"name": "t", "tls": True}]), max_size=4
+    ),
 )
 garbage = st.recursive(
     scalars,

@@ -7,6 +7,11 @@ compressor, gRPC-Web, gRPC stats, CORS, local rate limit, Lua and RBAC placehold
 host matched on the Host header, and the cluster named the way Contour names it. Two deliberate,
 benchmark-safe differences: circuit breakers that never queue requests, and no request-id generation.
 
+With a certificate (the TLS traffic profiles), the bootstrap also has the `ingress_https` listener Contour
+programs for `virtualhost.tls.secretName`: a TLS inspector, one filter chain matched on the SNI, Contour's
+TLS parameters and ciphers, the certificate as an SDS secret (here a static one), and in front of the HTTP
+filters the Lua filter that answers 421 to a request whose Host is not the SNI's virtual host.
+
 For the memory model the layout may add `extra_routes` virtual hosts (`host-<i>.nginx`, each routing `/` to
 the same cluster; Contour puts every non-TLS virtual host into the one `ingress_http` RouteConfiguration),
 and overload-manager settings as `contour bootstrap --overload-max-heap` and `--overload-downstream-max-conn`
@@ -29,10 +34,10 @@ IDLE_TIMEOUT = "60s"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 # Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
 SCRAPE_FILTER = (
-    r"^(http\.ingress_http\.downstream_(rq_total|rq_[0-9]xx|cx_active)"
+    r"^(http\.ingress_https?\.downstream_(rq_total|rq_[0-9]xx|cx_total|cx_active)"
     r"|server\.(live|uptime|memory_allocated|memory_heap_size|memory_physical_size))$"
 )
-EXTRA_ROUTE_HOST = "host-{index}.nginx"  # the extra virtual hosts' names and domains
+EXTRA_ROUTE_HOST = "host-{index}.nginx"  # the memory model's extra virtual hosts: names and domains
 # Contour's overload manager (internal/envoy/v3/bootstrap.go): refresh every 250 ms; with a heap limit,
 # shrink the heap at 95% of it and stop accepting requests at 98%.
 OVERLOAD_REFRESH = "0.25s"
@@ -94,6 +99,47 @@ KEEPALIVE_OPTIONS = [
 ]
 
 
+TLS_STAT_PREFIX = "ingress_https"
+TLS_SECRET_NAME = "gateway-loadtest/external-nginx-tls/gateway-sizer"  # Contour's <namespace>/<secret>/<hash>
+_TLS = f"{_EXT}.transport_sockets.tls.v3"
+# Contour's TLS defaults for a virtual host: TLS 1.2 to 1.3, its cipher list (ECDSA and RSA, AES-GCM and
+# ChaCha20 preferred; TLS 1.3 ignores the list), ALPN h2 then http/1.1.
+TLS_PARAMS = {
+    "tls_minimum_protocol_version": "TLSv1_2",
+    "tls_maximum_protocol_version": "TLSv1_3",
+    "cipher_suites": [
+        "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]",
+        "[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-CHACHA20-POLY1305]",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+    ],
+}
+ALPN = ["h2", "http/1.1"]
+# Contour's per-virtual-host guard on TLS listeners: a request whose Host (without a port) is not the
+# virtual host's name gets 421 Misdirected Request. Written here for the same per-request Lua cost.
+MISDIRECTED_LUA = """
+function envoy_on_request(handle)
+  local authority = string.lower(handle:headers():get(":authority"))
+  local colon = string.find(authority, ":", 1, true)
+  if colon ~= nil then
+    authority = string.sub(authority, 1, colon - 1)
+  end
+  if authority ~= "{host}" then
+    handle:respond({{[":status"] = "421"}}, "misdirected request to " .. authority)
+  end
+end
+"""
+
+
+@dataclass(frozen=True)
+class TlsListener:
+    """Envoy's TLS listener: its port and the certificate it serves (PEM files)."""
+
+    port: int
+    certificate: Path
+    private_key: Path
+
+
 @dataclass(frozen=True)
 class Overload:
     """Envoy's overload manager: a global cap on active downstream connections, a heap limit (None: off)."""
@@ -104,13 +150,15 @@ class Overload:
 
 @dataclass(frozen=True)
 class EnvoyLayout:
-    """Addresses Envoy listens on and sends to, the extra virtual hosts and the overload settings."""
+    """Addresses Envoy listens on and sends to; `tls` adds the TLS listener, `extra_routes` virtual hosts
+    to the plain listener's routes, `overload` the overload manager."""
 
     listen_port: int
     admin_port: int
     upstream_ports: tuple[int, ...]
     host_header: str = "external.nginx"
     address: str = "127.0.0.1"
+    tls: TlsListener | None = None
     extra_routes: int = 0
     overload: Overload | None = None
 
@@ -125,8 +173,80 @@ def _circuit_breakers() -> dict[str, Any]:
     return {"thresholds": [{"priority": "DEFAULT", **limits}, {"priority": "HIGH", **limits}]}
 
 
-def _virtual_host(name: str) -> dict[str, Any]:
-    return {"name": name, "domains": [name], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}]}
+def _virtual_host(host: str) -> dict[str, Any]:
+    return {"name": host, "domains": [host], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}]}
+
+
+def _connection_manager(
+    stat_prefix: str, route_name: str, hosts: list[str], filters: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The HTTP connection manager as Contour configures it, routing each of `hosts` to the nginx cluster."""
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": HCM_TYPE,
+            "stat_prefix": stat_prefix,
+            "http_protocol_options": {"accept_http_10": True, "allow_chunked_length": True},
+            "use_remote_address": True,
+            "normalize_path": True,
+            "merge_slashes": True,
+            "preserve_external_request_id": True,
+            "generate_request_id": False,
+            "common_http_protocol_options": {"idle_timeout": IDLE_TIMEOUT},
+            "http_filters": filters,
+            "route_config": {"name": route_name, "virtual_hosts": [_virtual_host(host) for host in hosts]},
+        },
+    }
+
+
+def _tls_listener(layout: EnvoyLayout, tls: TlsListener) -> dict[str, Any]:
+    """The `ingress_https` listener Contour programs for one TLS virtual host."""
+    lua = {
+        "name": "envoy.filters.http.lua",
+        "typed_config": {
+            "@type": f"{_EXT}.filters.http.lua.v3.Lua",
+            "default_source_code": {"inline_string": MISDIRECTED_LUA.format(host=layout.host_header.lower())},
+        },
+    }
+    routes = f"https/{layout.host_header}"
+    manager = _connection_manager(TLS_STAT_PREFIX, routes, [layout.host_header], [lua, *HTTP_FILTERS])
+    context = {
+        "@type": f"{_TLS}.DownstreamTlsContext",
+        "common_tls_context": {
+            "tls_params": TLS_PARAMS,
+            "tls_certificate_sds_secret_configs": [{"name": TLS_SECRET_NAME}],
+            "alpn_protocols": ALPN,
+        },
+    }
+    return {
+        "name": TLS_STAT_PREFIX,
+        "address": {"socket_address": {"address": layout.address, "port_value": tls.port}},
+        "socket_options": KEEPALIVE_OPTIONS,
+        "listener_filters": [
+            {
+                "name": "envoy.filters.listener.tls_inspector",
+                "typed_config": {"@type": f"{_EXT}.filters.listener.tls_inspector.v3.TlsInspector"},
+            }
+        ],
+        "filter_chains": [
+            {
+                "filter_chain_match": {"server_names": [layout.host_header]},
+                "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": context},
+                "filters": [manager],
+            }
+        ],
+    }
+
+
+def _tls_secret(tls: TlsListener) -> dict[str, Any]:
+    """The certificate as the static secret the listener's SDS config names (Contour serves it over SDS)."""
+    return {
+        "name": TLS_SECRET_NAME,
+        "tls_certificate": {
+            "certificate_chain": {"filename": str(tls.certificate)},
+            "private_key": {"filename": str(tls.private_key)},
+        },
+    }
 
 
 def overload_manager(overload: Overload) -> dict[str, Any]:
@@ -158,26 +278,24 @@ def overload_manager(overload: Overload) -> dict[str, Any]:
 def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     """The static bootstrap for `layout`, as data."""
     socket = {"address": layout.address}
-    extra_hosts = [_virtual_host(EXTRA_ROUTE_HOST.format(index=i)) for i in range(layout.extra_routes)]
-    manager = {
-        "@type": HCM_TYPE,
-        "stat_prefix": STAT_PREFIX,
-        "http_protocol_options": {"accept_http_10": True, "allow_chunked_length": True},
-        "use_remote_address": True,
-        "normalize_path": True,
-        "merge_slashes": True,
-        "preserve_external_request_id": True,
-        "generate_request_id": False,
-        "common_http_protocol_options": {"idle_timeout": IDLE_TIMEOUT},
-        "http_filters": HTTP_FILTERS,
-        "route_config": {
-            "name": STAT_PREFIX,
-            "virtual_hosts": [_virtual_host(layout.host_header), *extra_hosts],
-        },
-    }
     endpoints = [
         {"endpoint": {"address": {"socket_address": {**socket, "port_value": port}}}} for port in layout.upstream_ports
     ]
+    extra = [EXTRA_ROUTE_HOST.format(index=i) for i in range(layout.extra_routes)]
+    listeners = [
+        {
+            "name": STAT_PREFIX,
+            "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
+            "socket_options": KEEPALIVE_OPTIONS,
+            "filter_chains": [
+                {"filters": [_connection_manager(STAT_PREFIX, STAT_PREFIX, [layout.host_header, *extra], HTTP_FILTERS)]}
+            ],
+        }
+    ]
+    secrets = []
+    if layout.tls is not None:
+        listeners.append(_tls_listener(layout, layout.tls))
+        secrets.append(_tls_secret(layout.tls))
     config: dict[str, Any] = {
         "node": {"id": "gateway-sizer-local", "cluster": "gateway-sizer"},
         # Contour's admin is a Unix socket, outside any listener limit; here a TCP port that Prometheus
@@ -187,20 +305,8 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
             "ignore_global_conn_limit": True,
         },
         "static_resources": {
-            "listeners": [
-                {
-                    "name": STAT_PREFIX,
-                    "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
-                    "socket_options": KEEPALIVE_OPTIONS,
-                    "filter_chains": [
-                        {
-                            "filters": [
-                                {"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}
-                            ]
-                        }
-                    ],
-                }
-            ],
+            "listeners": listeners,
+            **({"secrets": secrets} if secrets else {}),
             "clusters": [
                 {
                     "name": CLUSTER_NAME,

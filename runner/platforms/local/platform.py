@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runner.certificates import CertificateFiles, write_certificate
 from runner.errors import PlatformError
-from runner.locust import LocustMaster, LocustOptions, user_class
+from runner.locust import LoadTarget, LocustMaster, LocustOptions, user_class
 from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.paths import cache_dir
@@ -18,7 +19,8 @@ from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, reference_speed
 from runner.platforms.local.state import HAND_TESTBED_ID
 from runner.platforms.local.testbed import SELECTORS, LocalTestbed, LocustSetup, Ports
-from runner.scenario import Scenario
+from runner.profiles import TlsKey, TrafficProfile
+from runner.scenario import LoadSpec, Scenario
 
 
 class LocalPlatform(Platform):
@@ -45,6 +47,9 @@ class LocalPlatform(Platform):
             dies_with_runner=testbed_id is None,  # a test bed started by hand outlives its command
         )
         self._locust: LocustMaster | None = None
+        self._certificates: dict[TlsKey, CertificateFiles] = {}
+        sizes = {p.body_bytes for p in scenario.profiles if p.body_bytes is not None}
+        self._body_sizes = tuple(sorted(sizes))
         # prometheus.url: read from another Prometheus (or a proxy to this one); the local one still scrapes
         url = scenario.prometheus.url or self.testbed.prometheus_url
         self._metrics = Metrics(url, scrape_interval_s=scenario.prometheus.scrape_interval_s)
@@ -72,15 +77,32 @@ class LocalPlatform(Platform):
             memory_bytes=backend.memory_bytes,
             worker_processes=backend.worker_processes,
             response_status=backend.response_status,
+            body_sizes=self._body_sizes,  # every profile's, so the backend stays up from one profile to the next
         )
+        certificate = self._certificate(config.profile.tls_key) if config.profile.tls else None
         overload = self.scenario.envoy.overload
         self.testbed.start_envoy(
             config.envoy_cpu_cores,
             config.envoy_memory_bytes,
             config.envoy_concurrency,
+            certificate=certificate,
             extra_routes=config.extra_routes,
             overload=envoy.Overload(overload.max_connections, overload.max_heap_bytes) if overload else None,
         )
+
+    def _certificate(self, key_type: TlsKey) -> CertificateFiles:
+        """The run's certificate for the gateway's host with this key type, made on first use."""
+        if key_type not in self._certificates:
+            folder = self.testbed.workdir / "tls"
+            self._certificates[key_type] = write_certificate(folder, self.scenario.load.host_header, key_type)
+        return self._certificates[key_type]
+
+    def target(self, profile: TrafficProfile, load: LoadSpec) -> LoadTarget:
+        """TLS profiles go to Envoy's TLS listener; the rest as on any platform."""
+        if not profile.tls:
+            return super().target(profile, load)
+        url = self.testbed.gateway_tls_url
+        return LoadTarget(url, load.host_header, profile.path(load.path), profile.new_connection)
 
     def stop(self) -> None:
         self.testbed.stop()

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.certificates import CertificateFiles
 from runner.errors import LoadGeneratorError, PlatformError, UsageError
 from runner.locust import (
     READY_PATH,
@@ -72,6 +73,7 @@ class Ports:
     locust_web: int = 8089
     locust_master: int = 5557
     nginx_base: int = 18080
+    gateway_tls: int = 10443
 
     def named(self, replicas: int) -> dict[str, int]:
         ports = {k: v for k, v in asdict(self).items() if k != "nginx_base"}
@@ -83,15 +85,15 @@ class Ports:
         """Free ports for every role (tests run beside a user's test bed)."""
         with contextlib.ExitStack() as stack:
             singles = []
-            for _ in range(6):
+            for _ in range(7):
                 sock = stack.enter_context(socket.socket())
                 sock.bind((LOOPBACK, 0))
                 singles.append(sock.getsockname()[1])
             base = 20000 + (os.getpid() * 37) % 20000
             while not all(port_is_free(LOOPBACK, base + i) for i in range(nginx_slots)):
                 base += nginx_slots
-        gateway, envoy_admin, prometheus, exporter, locust_web, locust_master = singles
-        return cls(gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, nginx_base=base)
+        gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, gateway_tls = singles
+        return cls(gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, base, gateway_tls)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,10 @@ class LocalTestbed:
     @property
     def gateway_url(self) -> str:
         return f"http://{LOOPBACK}:{self.ports.gateway}"
+
+    @property
+    def gateway_tls_url(self) -> str:
+        return f"https://{LOOPBACK}:{self.ports.gateway_tls}"
 
     @property
     def locust_url(self) -> str:
@@ -233,16 +239,20 @@ class LocalTestbed:
         memory_bytes: int | None = None,
         worker_processes: int = 1,
         response_status: int = 200,
+        body_sizes: tuple[int, ...] = (),
     ) -> None:
-        """Run exactly `replicas` nginx replicas with these limits; Envoy must be restarted to see them."""
+        """Run exactly `replicas` nginx replicas with these limits, each serving the `body_sizes` files;
+        Envoy must be restarted to see them."""
         self._backend_options = {
             "cpu_cores": cpu_cores,
             "memory_bytes": memory_bytes,
             "worker_processes": worker_processes,
             "response_status": response_status,
+            "body_sizes": body_sizes,
         }
         wanted = [
-            nginx.NginxReplica(i, self.ports.nginx_base + i, worker_processes, response_status) for i in range(replicas)
+            nginx.NginxReplica(i, self.ports.nginx_base + i, worker_processes, response_status, body_sizes=body_sizes)
+            for i in range(replicas)
         ]
         for old in self.backend:
             if old not in wanted:
@@ -272,20 +282,26 @@ class LocalTestbed:
         cpu_cores: float,
         memory_bytes: int | None,
         concurrency: int,
+        certificate: CertificateFiles | None = None,
         *,
         extra_routes: int = 0,
         overload: envoy.Overload | None = None,
     ) -> None:
-        """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod; `extra_routes` more
-        virtual hosts and `overload` manager settings in its bootstrap."""
+        """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod; with a certificate,
+        Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more virtual hosts and `overload`
+        manager settings go into its bootstrap."""
         if not self.backend:
             raise PlatformError("start the backend before Envoy")
         self._remove(ENVOY_POD)
+        tls = None
+        if certificate is not None:
+            tls = envoy.TlsListener(self.ports.gateway_tls, certificate.certificate, certificate.private_key)
         layout = envoy.EnvoyLayout(
             listen_port=self.ports.gateway,
             admin_port=self.ports.envoy_admin,
             upstream_ports=tuple(r.port for r in self.backend),
             host_header=self.host_header,
+            tls=tls,
             extra_routes=extra_routes,
             overload=overload,
         )
@@ -301,12 +317,8 @@ class LocalTestbed:
             timeout_s=START_TIMEOUT_S,
             process=process,
         )
-        wait_until(
-            _listening(LOOPBACK, self.ports.gateway),
-            what="Envoy's listener",
-            timeout_s=START_TIMEOUT_S,
-            process=process,
-        )
+        for port in (self.ports.gateway, *([tls.port] if tls else [])):
+            wait_until(_listening(LOOPBACK, port), what="Envoy's listener", timeout_s=START_TIMEOUT_S, process=process)
         self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
 
     def start_locust(self, setup: LocustSetup) -> LocustMaster:

@@ -1,0 +1,70 @@
+"""Self-signed certificates for the TLS traffic profiles, made per run with `cryptography`.
+
+The key type sets what a full TLS handshake costs the gateway (an RSA-2048 signature is some thirty times
+an ECDSA P-256 one), so it is part of the profile. Certificates live two days: long enough for any run.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+from runner.files import write_atomic
+from runner.profiles import TlsKey
+
+VALID_FOR = datetime.timedelta(days=2)
+RSA_BITS = 2048
+RSA_EXPONENT = 65537
+
+
+@dataclass(frozen=True)
+class CertificateFiles:
+    """A certificate and its private key as PEM files."""
+
+    certificate: Path
+    private_key: Path
+
+
+def _private_key(key_type: TlsKey) -> rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey:
+    if key_type == "ecdsa-p256":
+        return ec.generate_private_key(ec.SECP256R1())
+    return rsa.generate_private_key(public_exponent=RSA_EXPONENT, key_size=RSA_BITS)
+
+
+def pem_pair(host: str, key_type: TlsKey) -> tuple[bytes, bytes]:
+    """A self-signed certificate for `host` (subject and DNS SAN) and its key, both PEM."""
+    key = _private_key(key_type)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + VALID_FOR)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def write_certificate(folder: Path, host: str, key_type: TlsKey) -> CertificateFiles:
+    """A new certificate for `host` in `folder` (`<key type>.crt` and `.key`, the key readable by its owner only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    certificate, key = pem_pair(host, key_type)
+    files = CertificateFiles(folder / f"{key_type}.crt", folder / f"{key_type}.key")
+    write_atomic(files.certificate, certificate)
+    write_atomic(files.private_key, key)
+    files.private_key.chmod(0o600)
+    return files
