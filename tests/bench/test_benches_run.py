@@ -33,6 +33,7 @@ CASES = {
     "soak.py": (["--minutes", "0.7", "--every", "2", "--rps", "100"], "open files"),
     "machine_speed.py": (["--minutes", "0.1", "--every", "0.5"], "one-minute medians"),
     "openloop_check.py": (["--seconds", "1"], "cpu      synchronized"),
+    "many_workers.py": (["--workers", "3", "--rps", "150", "--seconds", "2"], "workers seen missing: 0"),
 }
 
 

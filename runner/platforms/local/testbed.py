@@ -321,15 +321,16 @@ class LocalTestbed:
             wait_until(_listening(LOOPBACK, port), what="Envoy's listener", timeout_s=START_TIMEOUT_S, process=process)
         self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
 
-    def start_locust(self, setup: LocustSetup) -> LocustMaster:
-        """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup."""
+    def start_locust(self, setup: LocustSetup, timeout_s: float = START_TIMEOUT_S) -> LocustMaster:
+        """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup; waits up to
+        `timeout_s` for them all."""
         self._locust_setup = setup
         self._start_master(setup)
         for index in range(setup.workers):
             self._start_worker(setup, index)
         client = LocustMaster(self.locust_url)
         try:
-            client.wait_for_workers(setup.workers, START_TIMEOUT_S)
+            client.wait_for_workers(setup.workers, timeout_s)
         except LoadGeneratorError:
             self.check()  # a worker that died says more than the count
             raise
