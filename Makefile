@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 # `override X := $(value X)` keeps a value unexpanded (make would run a `$(shell ...)` in it), and the recipes
 # say "$$X", so no quote or `$(...)` in a value can reach the shell or make as code.
 SIZER_VARS := SCENARIO PLATFORM ENVOY_CPUS ENVOY_MEMORY NGINX_REPLICAS WORKERS USERS STEP_SECONDS CLIENT \
-	ARRIVALS PROFILES RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
+	ARRIVALS PROFILES CONNECTIONS ROUTES RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
 $(foreach var,$(SIZER_VARS),$(eval override $(var) := $$(value $(var))))
 $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
 SWEEP_ARGS = $(strip $(if $(SCENARIO),--scenario="$$SCENARIO") $(if $(PLATFORM),--platform="$$PLATFORM") \
@@ -28,7 +28,8 @@ SWEEP_ARGS = $(strip $(if $(SCENARIO),--scenario="$$SCENARIO") $(if $(PLATFORM),
 	$(if $(NGINX_REPLICAS),--nginx-replicas="$$NGINX_REPLICAS") $(if $(WORKERS),--workers="$$WORKERS") \
 	$(if $(USERS),--users="$$USERS") $(if $(STEP_SECONDS),--step-seconds="$$STEP_SECONDS") \
 	$(if $(CLIENT),--client="$$CLIENT") $(if $(ARRIVALS),--arrivals="$$ARRIVALS") \
-	$(if $(PROFILES),--profiles="$$PROFILES"))
+	$(if $(PROFILES),--profiles="$$PROFILES") $(if $(CONNECTIONS),--connections="$$CONNECTIONS") \
+	$(if $(ROUTES),--routes="$$ROUTES"))
 
 .PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test lint testbed-up testbed-down clean
 
@@ -90,8 +91,10 @@ testbed-down: setup ## stop the local test bed
 report: $(VENV)/.installed ## write report.md and report.html into a run (RUN=results/<id>, default the latest)
 	$(SIZER) report $(if $(RUN),-- "$$RUN")
 
-recommend: $(VENV)/.installed ## Envoy CPU, memory, replicas and HPA for a load (TARGET_RPS=5000 [OUTPUT=yaml])
-	$(SIZER) recommend --target-rps="$$TARGET_RPS" $(if $(HEADROOM),--headroom="$$HEADROOM") \
+recommend: $(VENV)/.installed ## Envoy CPU, memory, replicas, HPA, overload settings (TARGET_RPS=5000 CONNECTIONS=10000 ROUTES=500)
+	$(SIZER) recommend $(if $(or $(TARGET_RPS),$(if $(CONNECTIONS)$(ROUTES),,x)),--target-rps="$$TARGET_RPS") \
+		$(if $(CONNECTIONS),--connections="$$CONNECTIONS") $(if $(ROUTES),--routes="$$ROUTES") \
+		$(if $(HEADROOM),--headroom="$$HEADROOM") \
 		$(if $(CORES_PER_REPLICA),--cores-per-replica="$$CORES_PER_REPLICA") \
 		$(if $(OUTPUT),--output="$$OUTPUT") $(if $(PROFILE),--profile="$$PROFILE") $(if $(RUN),--run="$$RUN")
 

@@ -12,6 +12,12 @@
 - `GET /gateway-sizer/state` returns the last state the runner sent; the web UI shows it in two tabs,
   "Gateway sizer" (the configuration being measured, the knee and capacity so far, its status) and
   "Sizer windows" (each window: offered and served RPS, Envoy's CPU against its limit, p99, guards).
+- `POST /gateway-sizer/connections` (JSON `{"count": N, "url": ..., "host_header": ..., "path": "/",
+  "refresh_s": 25, "open_rate": 1000}`) holds N idle keep-alive connections to the gateway (count 0
+  releases them); `GET` returns held, opened, failed, closed by peer, last error (connection_holder.py).
+- `POST /gateway-sizer/probe` (JSON `{"url": ..., "host_header": ..., "path": "/", "timeout_s": 60}`) polls
+  until the first 2xx; `GET` returns its wall-clock time and the number of polls (route_probe.py).
+The dead-man switch also releases held connections and stops a probe.
 
 Load this file next to the locustfile on the master:
 `locust -f locustfiles/gateway.py,locustfiles/gateway_sizer_stats.py --master`.
@@ -25,14 +31,18 @@ import time
 from typing import Any
 
 import gevent
+from connection_holder import ConnectionHolder, HoldError, HoldRequest
 from flask import Response, request
 from locust import events
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
+from route_probe import ProbeError, ProbeRequest, RouteProbe
 
 SNAPSHOT_ROUTE = "/gateway-sizer/snapshot"
 HEARTBEAT_ROUTE = "/gateway-sizer/heartbeat"
 STATE_ROUTE = "/gateway-sizer/state"
+CONNECTIONS_ROUTE = "/gateway-sizer/connections"
+PROBE_ROUTE = "/gateway-sizer/probe"
 KEEP_SECONDS = 900
 WATCH_INTERVAL_S = 1.0
 MAX_TIMEOUT_S = 600.0
@@ -60,16 +70,23 @@ class DeadMansSwitch:
         while True:
             gevent.sleep(WATCH_INTERVAL_S)
             silent, runner = self.silent_for(), environment.runner
-            if silent is None or silent <= self.timeout_s or runner is None:
+            if silent is None or silent <= self.timeout_s:
                 continue
-            if runner.state in (STATE_SPAWNING, STATE_RUNNING):
-                _log.warning("gateway-sizer runner silent for %.0f s: stopping the load", silent)
+            stopped = False
+            if runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
                 runner.stop()
+                stopped = True
+            stopped = HOLDER.release() or stopped
+            stopped = PROBE.stop() or stopped
+            if stopped:
+                _log.warning("gateway-sizer runner silent for %.0f s: stopped the load and held connections", silent)
                 self.tripped += 1
             self.last = None  # disarmed until the runner (or a new one) beats again
 
 
 SWITCH = DeadMansSwitch()
+HOLDER = ConnectionHolder()
+PROBE = RouteProbe()
 RUN_TAB, WINDOWS_TAB = "gateway-sizer", "sizer-windows"
 TABS = [{"title": "Gateway sizer", "key": RUN_TAB}, {"title": "Sizer windows", "key": WINDOWS_TAB}]
 TABLES = [
@@ -187,6 +204,24 @@ def _register_routes(environment: Environment, runner: Any = None, web_ui: Any =
     @web_ui.app.route(STATE_ROUTE)
     def state() -> dict[str, Any]:
         return {"state": SWITCH.state, "silent_for_s": SWITCH.silent_for(), "tripped": SWITCH.tripped}
+
+    @web_ui.app.route(CONNECTIONS_ROUTE, methods=["GET", "POST"])
+    def connections() -> tuple[dict[str, Any], int]:
+        if request.method == "POST":
+            try:
+                HOLDER.hold(HoldRequest.from_json(request.get_json(silent=True)))
+            except HoldError as error:
+                return {"success": False, "message": str(error)}, 400
+        return {"success": True, **HOLDER.status()}, 200
+
+    @web_ui.app.route(PROBE_ROUTE, methods=["GET", "POST"])
+    def probe() -> tuple[dict[str, Any], int]:
+        if request.method == "POST":
+            try:
+                PROBE.start(ProbeRequest.from_json(request.get_json(silent=True)))
+            except ProbeError as error:
+                return {"success": False, "message": str(error)}, 400
+        return {"success": True, **PROBE.result()}, 200
 
     web_ui.template_args["extended_tabs"] = TABS
     web_ui.template_args["extended_tables"] = TABLES

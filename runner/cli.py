@@ -50,6 +50,10 @@ def _scenario_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profiles", help="traffic profiles: plain, tls, tls-new-connection, body-16k, ... or a list (PROFILES)"
     )
+    parser.add_argument(
+        "--connections", help="memory model: held connections per point, e.g. 0,5000,10000 (CONNECTIONS)"
+    )
+    parser.add_argument("--routes", help="memory model: extra routes per point, e.g. 0,500,1000 (ROUTES)")
 
 
 def _overrides(args: argparse.Namespace):
@@ -70,6 +74,8 @@ def _overrides(args: argparse.Namespace):
         client=value("client"),
         arrivals=value("arrivals"),
         profiles=value("profiles"),
+        connections=value("connections"),
+        routes=value("routes"),
     )
 
 
@@ -163,7 +169,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from runner.results import RunStore
     from runner.sweep import Sweep
 
-    scenario = _load(args)
+    scenario = _load(args).model_copy(update={"memory": None})  # the knee configurations only
     plan = plan_sweep(scenario)
     store = RunStore.create(scenario, cache_dir() / "calibration")
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
@@ -186,6 +192,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from runner.locust import user_class
+    from runner.memory_sweep import memory_configuration, plan_memory
     from runner.plan import plan_sweep
 
     scenario = _load(args)
@@ -194,6 +201,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"scenario {scenario.name} on {scenario.platform}: {len(plan)} configuration(s)")
     for config in plan.configurations:
         print(f"  {config.label} (Envoy concurrency {config.envoy_concurrency})")
+    if scenario.memory is not None:
+        points, spec = plan_memory(scenario.memory), scenario.memory
+        print(
+            f"memory model: {len(points)} point(s) at {memory_configuration(scenario).label}, {spec.rps:g} RPS of "
+            f"light load, {spec.hold_s:g} s windows, a request per held connection every {spec.refresh_s:g} s"
+        )
+        for point in points:
+            print(f"  {point.label}")
+    if not plan.configurations:
+        return 0
     print(
         f"load: {load.client} client ({user_class(load)}), {load.workers} worker(s), {load.mode} mode, "
         f"{load.search} search, {load.step_s:g} s windows, threshold {scenario.threshold:.0%}"
@@ -202,12 +219,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_testbed_up(args: argparse.Namespace) -> int:
+    from runner.memory_sweep import memory_configuration
     from runner.plan import plan_sweep
     from runner.platforms.local.platform import HAND_TESTBED_ID, LocalPlatform
     from runner.platforms.local.state import state_file
 
     scenario = _load(args)
-    config = plan_sweep(scenario).configurations[0]
+    configurations = plan_sweep(scenario).configurations
+    config = configurations[0] if configurations else memory_configuration(scenario)
     if args.envoy_cpu:
         cpu = _testbed_cpu(args.envoy_cpu)
         config = replace(config, envoy_cpu_cores=cpu, envoy_concurrency=scenario.envoy.concurrency_for(cpu))
@@ -289,7 +308,8 @@ def _write_report(run_dir: Path, summary: RunSummary) -> None:
 
 def _report_after_sweep(run_dir: Path, summary: RunSummary) -> None:
     """The report at the end of a sweep, also one that ended early; a failing report never hides the sweep's end."""
-    if not any(config.finished for config in summary.configs):
+    measured_memory = summary.memory is not None and any(p.measured for p in summary.memory.points)
+    if not any(config.finished for config in summary.configs) and not measured_memory:
         return
     try:
         _write_report(run_dir, summary)
@@ -308,7 +328,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     run_dir = resolve_run(args.run)
     summary = load_summary(run_dir)
-    if not any(config.steps for config in summary.configs):
+    measured_memory = summary.memory is not None and any(p.measured for p in summary.memory.points)
+    if not any(config.steps for config in summary.configs) and not measured_memory:
         raise UsageError(f"run {summary.run_id} has no measured step yet", "report on a run that measured something")
     _write_report(run_dir, summary)
     print(f"wrote {run_dir / 'report.md'}")
@@ -316,15 +337,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(text: str | None, flag: str, high: int) -> int | None:
+    """A whole-number option such as --connections (None when not given)."""
+    if text in (None, ""):
+        return None
+    from runner.report.memory_sizing import check_memory_request
+
+    value = _number(text, flag, "10000", high=high)
+    check_memory_request(*((value, 0) if flag == "--connections" else (0, value)))
+    return int(value)
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from runner.report.manifests import envoy_manifests, gateway_of_run
+    from runner.report import memory_sizing as memory
+    from runner.report.manifests import envoy_manifests, gateway_of_run, memory_manifest
     from runner.report.replicas import format_replicas, plan_replicas
     from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
     from runner.results import load_summary, resolve_run
 
-    target = _number(args.target_rps, "--target-rps", "5000", high=MAX_TARGET_RPS)
+    connections = _count(args.connections, "--connections", memory.MAX_RECOMMEND_CONNECTIONS)
+    routes = _count(args.routes, "--routes", memory.MAX_RECOMMEND_ROUTES)
+    if args.target_rps in (None, "") and connections is None and routes is None:
+        raise UsageError(
+            "recommend needs --target-rps N (CPU), --connections N and --routes R (memory), or both",
+            "e.g. recommend --target-rps 5000 --connections 10000 --routes 500",
+        )
+    target = None
     headroom = _number(args.headroom, "--headroom", "0.3", high=MAX_HEADROOM)
-    check_request(target, headroom)
+    if args.target_rps not in (None, ""):
+        target = _number(args.target_rps, "--target-rps", "5000", high=MAX_TARGET_RPS)
+        check_request(target, headroom)
+    else:
+        check_request(1.0, headroom)
     cores = None
     if args.cores_per_replica not in (None, ""):
         cores = _number(args.cores_per_replica, "--cores-per-replica", "1", high=MAX_CORES_PER_REPLICA)
@@ -340,13 +384,28 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
     run_dir = resolve_run(args.run)
     summary = load_summary(run_dir)
-    rec = recommend(require_fit(summary, args.profile or None), target, headroom)
+    sized = None
+    if connections is not None or routes is not None:
+        fits = memory.require_memory_fits(summary, routes=bool(routes))
+        sized = memory.recommend_memory(fits, connections or 0, routes or 0, headroom)
+    if target is None:
+        assert sized is not None
+        if output == "yaml":
+            print(memory_manifest(sized, gateway_of_run(run_dir, summary), summary.run_id), end="")
+        else:
+            print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
+        return 0
+    rec = recommend(
+        require_fit(summary, args.profile or None), target, headroom, memory_bytes=sized.memory_bytes if sized else None
+    )
     plan = plan_replicas(rec, summary.threshold, cores, summary)
     if output == "yaml":
-        print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id), end="")
+        print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id, sized), end="")
     else:
         print(format_recommendation(rec, summary.run_id))
         print("\n".join(format_replicas(plan)))
+        if sized is not None:
+            print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
     return 0
 
 
@@ -368,8 +427,16 @@ def _report_commands(commands: argparse._SubParsersAction) -> None:
     report.add_argument("run", nargs="?", metavar="RUN", help="run directory or id (default: results/latest)")
     report.set_defaults(func=cmd_report)
 
-    recommend = commands.add_parser("recommend", help="Envoy CPU and memory to request for a target RPS")
-    recommend.add_argument("--target-rps", required=True, metavar="N", help="requests per second to serve")
+    recommend = commands.add_parser(
+        "recommend", help="Envoy CPU for a target RPS; memory and overload settings for connections and routes"
+    )
+    recommend.add_argument("--target-rps", metavar="N", help="requests per second to serve")
+    recommend.add_argument(
+        "--connections",
+        metavar="N",
+        help="idle keep-alive connections one Envoy pod holds: memory from the memory model",
+    )
+    recommend.add_argument("--routes", metavar="R", help="routes (virtual hosts) in Envoy's configuration (default 0)")
     recommend.add_argument("--headroom", default="0.3", help="the knee this far above the target (default 0.3)")
     recommend.add_argument("--run", metavar="RUN", help="run whose knees to fit (default: results/latest)")
     recommend.add_argument(

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
-from runner.model import BaselineResult, Capacity, ConfigResult, Knee, LoadLevel, RunSummary, Step
+from runner.model import BaselineResult, Capacity, ConfigResult, Knee, LoadLevel, MemoryPoint, RunSummary, Step
 from runner.observer import SweepObserver
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Endpoints
@@ -40,6 +40,23 @@ def capacity_text(capacity: Capacity | None) -> str:
         return ""
     broke = f"broke at {capacity.broken_at:,.0f}: {capacity.broken_by}" if capacity.broken_at else "not broken"
     return f"; capacity {capacity.rps:,.0f} RPS ({broke})"
+
+
+def _mib(value: float | None) -> str:
+    return f"{value / 2**20:,.1f} MiB" if value is not None else "-"
+
+
+def memory_text(point: MemoryPoint) -> str:
+    """'held 10,000 (Envoy 10,011 active)  working set 512.0 MiB (max 514.2)  heap 430.0 MiB  ...'"""
+    active = f"{point.envoy_connections:,.0f}" if point.envoy_connections is not None else "-"
+    cpu = f"{point.envoy_cpu_cores:.3f}" if point.envoy_cpu_cores is not None else "-"
+    cost = f"{point.cpu_per_request_us:,.0f} us" if point.cpu_per_request_us is not None else "-"
+    return (
+        f"held {point.held:,} (Envoy {active} active)  working set {_mib(point.working_set_bytes)}"
+        f" (max {_mib(point.working_set_max_bytes)})  heap {_mib(point.heap_bytes)}"
+        f"  allocated {_mib(point.allocated_bytes)}  CPU {cpu} cores  RPS {point.rps or 0:,.1f}"
+        f"  Envoy RPS {point.envoy_rps or 0:,.1f}  CPU per request {cost}"
+    )
 
 
 class ConsoleObserver(SweepObserver):
@@ -114,6 +131,20 @@ class ConsoleObserver(SweepObserver):
             f" through Envoy ({format_cpu(baseline.envoy_cpu_cores)} CPU) {baseline.gateway.rps:,.0f} RPS:"
             f" {baseline.gateway_share:.0%} of direct"
         )
+
+    def memory_point_started(self, position: int, total: int, label: str) -> None:
+        self._stop_status()
+        self.console.print(f"\n[bold][memory {position}/{total}] {label}[/]")
+
+    def memory_point_skipped(self, label: str) -> None:
+        self.console.print(f"\n[dim]memory: {label}: already measured in this run, skipped[/]")
+
+    def memory_point_measured(self, point: MemoryPoint) -> None:
+        self._stop_status()
+        if not point.measured:
+            self.console.print(f"  [yellow]failed[/]: {point.reason}")
+            return
+        self.console.print(f"  {memory_text(point)}")
 
     def summary(self, summary: RunSummary, run_dir: str) -> None:
         """The reference report's table: Envoy spec, users, RPS, CPU utilization range, knee."""

@@ -12,7 +12,7 @@ from runner.knee import find_capacity, find_knee
 from runner.observer import SweepObserver
 
 if TYPE_CHECKING:
-    from runner.model import ConfigResult, LoadLevel, Step
+    from runner.model import ConfigResult, LoadLevel, MemoryPoint, Step
     from runner.plan import Configuration, Plan
     from runner.platforms.base import Endpoints
     from runner.results import RunStore
@@ -90,3 +90,12 @@ class LiveState(SweepObserver):
 
     def config_finished(self, result: ConfigResult) -> None:
         self._update(status=result.status, reason=result.reason, phase="done")
+
+    def memory_point_started(self, position: int, total: int, label: str) -> None:
+        self._steps = []
+        self._update(position=f"memory {position}", configurations=total, configuration=label, windows=[],
+                     knee=None, capacity=None, status="running")  # fmt: skip
+
+    def memory_point_measured(self, point: MemoryPoint) -> None:
+        working_set = f", working set {point.working_set_bytes / 2**20:,.0f} MiB" if point.working_set_bytes else ""
+        self._update(status=point.status, reason=point.reason or f"held {point.held:,}{working_set}", phase="done")

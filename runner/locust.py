@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 SNAPSHOT_PATH = "/gateway-sizer/snapshot"
 HEARTBEAT_PATH = "/gateway-sizer/heartbeat"  # the dead-man switch (HEARTBEAT_ROUTE there)
 STATE_PATH = "/gateway-sizer/state"
+CONNECTIONS_PATH = "/gateway-sizer/connections"  # locustfiles/connection_holder.py
+PROBE_PATH = "/gateway-sizer/probe"  # locustfiles/route_probe.py
 HEARTBEAT_INTERVAL_S = 2.0
 # Silence after which the master stops the load: longer than a call's retry budget (runner.http), so a
 # run riding out a 30 s API server outage keeps its load, and a runner killed hard leaves none for long.
@@ -221,6 +223,81 @@ class Snapshot:
         )
 
 
+@dataclass(frozen=True)
+class HeldConnections:
+    """What the master's connection holder reports: `held` are open now, after one answer each."""
+
+    state: str  # idle, opening, holding, released
+    requested: int
+    held: int
+    opened: int
+    failed: int
+    closed_by_peer: int
+    refreshed: int
+    non_2xx: int
+    last_error: str | None
+    opening_s: float | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Every requested connection has been tried (opened or failed)."""
+        return self.state != "opening" and self.opened + self.failed >= self.requested
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HeldConnections:
+        def count(key: str) -> int:
+            return int(data.get(key) or 0)
+
+        opening = data.get("opening_s")
+        return cls(
+            state=str(data.get("state", "idle")),
+            requested=count("requested"),
+            held=count("held"),
+            opened=count("opened"),
+            failed=count("failed"),
+            closed_by_peer=count("closed_by_peer"),
+            refreshed=count("refreshed"),
+            non_2xx=count("non_2xx"),
+            last_error=data.get("last_error"),
+            opening_s=float(opening) if opening is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """A route probe: when (the master's wall clock) the first 2xx came, after how many polls."""
+
+    state: str  # idle, running, done, timeout, stopped
+    started_at: float | None
+    first_2xx_at: float | None
+    polls: int
+    last_status: int | None
+    last_error: str | None
+
+    @property
+    def seconds(self) -> float | None:
+        """From the probe's start to its first 2xx."""
+        if self.first_2xx_at is None or self.started_at is None:
+            return None
+        return self.first_2xx_at - self.started_at
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProbeResult:
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return float(value) if value is not None else None
+
+        status = data.get("last_status")
+        return cls(
+            state=str(data.get("state", "idle")),
+            started_at=number("started_at"),
+            first_2xx_at=number("first_2xx_at"),
+            polls=int(data.get("polls") or 0),
+            last_status=int(status) if status is not None else None,
+            last_error=data.get("last_error"),
+        )
+
+
 class LocustMaster:
     """Client of a Locust master's web API (directly, or through the Kubernetes API server's proxy)."""
 
@@ -238,7 +315,11 @@ class LocustMaster:
                 "check that the master is running (see its log in the run directory)",
             ) from None
         if response.status_code >= 400:
-            raise LoadGeneratorError(f"Locust master answered {method} {path} with HTTP {response.status_code}")
+            message = _message(response)
+            raise LoadGeneratorError(
+                f"Locust master answered {method} {path} with HTTP {response.status_code}"
+                + (f": {message}" if message else "")
+            )
         return response
 
     def stats(self) -> dict[str, Any]:
@@ -275,6 +356,29 @@ class LocustMaster:
     def stop(self) -> None:
         self._call("POST", "/stop")
 
+    def hold_connections(
+        self, count: int, url: str, host_header: str, *, path: str = "/", refresh_s: float, open_rate: float
+    ) -> HeldConnections:
+        """Replace whatever the master holds by `count` idle keep-alive connections to `url` (0 releases);
+        they open in the background at `open_rate` per second: poll `connections()`."""
+        body = {"count": count, "url": url, "host_header": host_header, "path": path, "refresh_s": refresh_s,
+                "open_rate": open_rate}  # fmt: skip
+        return HeldConnections.from_json(self._call("POST", CONNECTIONS_PATH, json=body).json())
+
+    def connections(self) -> HeldConnections:
+        return HeldConnections.from_json(self._call("GET", CONNECTIONS_PATH).json())
+
+    def release_connections(self) -> None:
+        self._call("POST", CONNECTIONS_PATH, json={"count": 0})
+
+    def start_probe(self, url: str, host_header: str, *, path: str = "/", timeout_s: float) -> ProbeResult:
+        """Poll `url` + `path` with `host_header` from the master until the first 2xx (or `timeout_s`)."""
+        body = {"url": url, "host_header": host_header, "path": path, "timeout_s": timeout_s}
+        return ProbeResult.from_json(self._call("POST", PROBE_PATH, json=body).json())
+
+    def probe(self) -> ProbeResult:
+        return ProbeResult.from_json(self._call("GET", PROBE_PATH).json())
+
     def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None:
         """Tell the master the runner is alive; it stops the load after `timeout_s` without one."""
         try:
@@ -287,6 +391,16 @@ class LocustMaster:
             ) from None
         if response.status_code >= 400:
             raise LoadGeneratorError(f"Locust master answered the heartbeat with HTTP {response.status_code}")
+
+
+def _message(response: requests.Response) -> str | None:
+    """The `message` of a JSON error answer from the master-side extension, on one line."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    message = body.get("message") if isinstance(body, dict) else None
+    return " ".join(str(message).split())[:300] if message else None
 
 
 class Heartbeat:

@@ -29,6 +29,14 @@ MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel
 ENVOY_LISTENERS = 'envoy_http_conn_manager_prefix=~"ingress_https?"'
 ENVOY_REQUESTS = "envoy_http_downstream_rq_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
 ENVOY_CONNECTIONS = "envoy_http_downstream_cx_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
+# The memory model: gauges averaged over a window (the busiest pod's). Envoy refreshes its server.memory_*
+# gauges on its stats flush, every 5 s. Active connections: summed over the listeners, then the busiest pod.
+MEMORY_WORKING_SET_MEAN = "max(avg_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
+ENVOY_HEAP = "max(avg_over_time(envoy_server_memory_heap_size{{{sel}}}[{range}]))"
+ENVOY_ALLOCATED = "max(avg_over_time(envoy_server_memory_allocated{{{sel}}}[{range}]))"
+ENVOY_ACTIVE_CONNECTIONS = (
+    "max(sum by (pod) (avg_over_time(envoy_http_downstream_cx_active{{{sel}," + ENVOY_LISTENERS + "}}[{range}])))"
+)
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
 MIN_SUBWINDOW_S = 5.0
 # A window's CPU figures need this many samples of the container's counter. cAdvisor in a kubelet
@@ -196,6 +204,17 @@ class Metrics:
 
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float:
         return self._scalar(MEMORY_WORKING_SET.format(sel=selector.matchers(), range=_duration(end - start)), end)
+
+    def memory_working_set_mean_bytes(self, selector: Selector, start: float, end: float) -> float:
+        """The containers' working set, averaged over the window (NaN: no sample)."""
+        query = MEMORY_WORKING_SET_MEAN.format(sel=selector.matchers(), range=_duration(end - start))
+        return self._scalar(query, end)
+
+    def envoy_gauge(self, template: str, selector: Selector, start: float, end: float) -> float:
+        """One of Envoy's own gauges (ENVOY_HEAP, ENVOY_ALLOCATED, ENVOY_ACTIVE_CONNECTIONS) averaged over
+        the window (NaN: not scraped)."""
+        query = template.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
+        return self._scalar(query, end)
 
 
 def _after_reset(samples: Samples) -> Samples:

@@ -1,9 +1,10 @@
 """The measurement model, one set of types from the meter to the report.
 
 A `Step` is what one measuring window saw; a `ConfigResult` holds a configuration's steps, its knee and
-capacity and its verdict; a `RunSummary` is a whole run, as saved in summary.json. The engine writes
-these types and the report reads the same ones back. Pure data: this module imports pydantic (and the
-traffic profile, itself pure data) and nothing of the Prometheus, Locust or Kubernetes stacks.
+capacity and its verdict; a `MemoryResult` holds the memory model's points; a `RunSummary` is a whole run,
+as saved in summary.json. The engine writes these types and the report reads the same ones back. Pure data:
+this module imports pydantic (and the traffic profile, itself pure data) and nothing of the Prometheus,
+Locust or Kubernetes stacks.
 
 Runs saved by earlier versions still load: fields added since have defaults, and renamed ones keep their
 saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
@@ -235,6 +236,73 @@ class BaselineResult(_Frozen):
         return 1 - self.overhead
 
 
+class MemoryPoint(_Frozen):
+    """One point of the memory model: `connections` idle keep-alive connections held through Envoy and
+    `routes` extra virtual hosts in its configuration, under a light load, measured over one window.
+
+    `held` and the holder's counts come from the Locust master's connection holder at the window's end;
+    `envoy_connections` is Envoy's own count of active downstream connections (mean over the window: the
+    held ones plus the light load's). The working set is cAdvisor's (the exporter's, locally): mean and
+    max over the window. `heap_bytes` and `allocated_bytes` are Envoy's `server.memory_heap_size` and
+    `server.memory_allocated`. CPU, Envoy RPS and Locust RPS are those of the light load plus the held
+    connections' refreshes (`refresh_rps` of them). A `failed` point has a reason and maybe no figures.
+    """
+
+    key: str
+    connections: int
+    routes: int
+    status: Literal["measured", "failed"] = "measured"
+    reason: str | None = None
+    held: int = 0
+    opened: int = 0
+    open_failures: int = 0
+    closed_by_peer: int = 0
+    envoy_connections: float | None = None
+    working_set_bytes: float | None = None
+    working_set_max_bytes: float | None = None
+    heap_bytes: float | None = None
+    allocated_bytes: float | None = None
+    envoy_cpu_cores: float | None = None
+    envoy_rps: float | None = None
+    rps: float | None = None
+    refresh_rps: float = 0.0
+    started_at: float | None = None
+    window_s: float | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "measured"
+
+    @property
+    def cpu_per_request_us(self) -> float | None:
+        """Envoy CPU time per request it served in the window, in microseconds."""
+        if self.envoy_cpu_cores is None or not self.envoy_rps:
+            return None
+        return self.envoy_cpu_cores / self.envoy_rps * 1e6
+
+
+class MemoryResult(_Mutable):
+    """The memory model's points and how they were measured: Envoy's limits, the light load, the cgroup
+    version (on v1 socket buffers are not charged to the memory cgroup, on v2 they are)."""
+
+    envoy_cpu_cores: float = Field(alias="envoy_cpu")
+    envoy_memory: str
+    envoy_memory_bytes: int
+    concurrency: int
+    cgroup_version: int | None = None
+    rps: float = 0.0
+    refresh_s: float = 0.0
+    hold_s: float = 0.0
+    points: list[MemoryPoint] = []
+
+    def point(self, key: str) -> MemoryPoint | None:
+        return next((p for p in self.points if p.key == key), None)
+
+    def record(self, point: MemoryPoint) -> None:
+        """Add `point`, replacing an earlier attempt at the same key."""
+        self.points = [*(p for p in self.points if p.key != point.key), point]
+
+
 class Machine(_Frozen):
     hostname: str | None = None
     cpu_model: str | None = None
@@ -293,6 +361,7 @@ class RunSummary(_Mutable):
     environment: Environment = Environment()
     configs: list[ConfigResult] = []
     baseline: BaselineResult | None = None
+    memory: MemoryResult | None = None  # the memory model, when the scenario has a `memory` section
 
     def config(self, key: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.key == key), None)

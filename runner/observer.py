@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runner.model import BaselineResult, ConfigResult, LoadLevel, Step
+    from runner.model import BaselineResult, ConfigResult, LoadLevel, MemoryPoint, Step
     from runner.plan import Configuration, Plan
     from runner.platforms.base import Endpoints
     from runner.results import RunStore
@@ -39,6 +39,15 @@ class SweepObserver:
 
     def baseline_measured(self, baseline: BaselineResult) -> None:
         """The backend was measured directly and through the gateway."""
+
+    def memory_point_started(self, position: int, total: int, label: str) -> None:
+        """Memory point `position` of `total` (held connections, extra routes) is being applied."""
+
+    def memory_point_skipped(self, label: str) -> None:
+        """A resumed run already measured this memory point."""
+
+    def memory_point_measured(self, point: MemoryPoint) -> None:
+        """A memory point was measured (or failed) and saved."""
 
 
 class Broadcast(SweepObserver):
@@ -78,3 +87,15 @@ class Broadcast(SweepObserver):
     def baseline_measured(self, baseline: BaselineResult) -> None:
         for observer in self.observers:
             observer.baseline_measured(baseline)
+
+    def memory_point_started(self, position: int, total: int, label: str) -> None:
+        for observer in self.observers:
+            observer.memory_point_started(position, total, label)
+
+    def memory_point_skipped(self, label: str) -> None:
+        for observer in self.observers:
+            observer.memory_point_skipped(label)
+
+    def memory_point_measured(self, point: MemoryPoint) -> None:
+        for observer in self.observers:
+            observer.memory_point_measured(point)

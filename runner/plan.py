@@ -22,6 +22,7 @@ class Configuration:
     contour: Resources | None = None
     arrivals: str = "poisson"
     profile: TrafficProfile = PLAIN_PROFILE
+    extra_routes: int = 0  # more virtual hosts in Envoy's routes (the memory model; local: in its bootstrap)
 
     @property
     def key(self) -> str:
@@ -32,9 +33,10 @@ class Configuration:
             memory = format_memory(self.contour.memory_bytes) if self.contour.memory_bytes else "none"
             contour = f"{cpu}/{memory}"
         profile = "" if self.profile.is_plain else f",profile={self.profile.name}"  # keys of plain runs as before
+        routes = f",routes={self.extra_routes}" if self.extra_routes else ""
         return (
             f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
-            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{profile}"
+            f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{profile}{routes}"
         )
 
     @property
@@ -44,6 +46,7 @@ class Configuration:
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
         text += f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
+        text += f", {self.extra_routes:,} extra routes" if self.extra_routes else ""
         return text if self.profile.is_plain else f"{text}, {self.profile.name} traffic"
 
 
@@ -59,7 +62,10 @@ class Plan:
 
 def plan_sweep(scenario: Scenario) -> Plan:
     """Every combination of Envoy CPU and memory, Contour resources, backend replicas, arrival model and
-    traffic profile (each profile's CPU limits run one after another, so profiles compare at each limit)."""
+    traffic profile (each profile's CPU limits run one after another, so profiles compare at each limit);
+    none when the scenario asks for the memory model only (`memory.only`)."""
+    if scenario.memory is not None and scenario.memory.only:
+        return Plan(())
     contours: tuple[Resources | None, ...] = scenario.contour.resources or (None,)
     configurations = tuple(
         Configuration(

@@ -27,6 +27,7 @@ from runner.model import (
     ContourResources,
     Environment,
     EnvoyResources,
+    MemoryPoint,
     RunStatus,
     RunSummary,
     Step,
@@ -189,6 +190,13 @@ class RunStore:
         writer.writerow(CSV_HEADER)
         writer.writerows(_csv_row(c, s) for c in self.summary.configs for s in c.steps)
         write_atomic(self.run_dir / "steps.csv", buffer.getvalue())
+
+    def add_memory_point(self, point: MemoryPoint) -> None:
+        """Save a memory point as soon as it is measured (or failed), replacing an earlier attempt."""
+        if self.summary.memory is None:
+            raise ValueError("start the memory result before adding points")
+        self.summary.memory.record(point)
+        self.save()
 
     def finish(self, status: RunStatus, reason: str | None = None) -> None:
         self.summary.status, self.summary.reason, self.summary.finished_at = status, reason, utc_now()

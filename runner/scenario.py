@@ -66,6 +66,15 @@ MAX_LATENCY_SLO_MS = 60_000.0
 MAX_NAME_LENGTH = 64  # the scenario's name (it goes into the run id)
 MAX_TEXT_LENGTH = 2000  # description, file paths, URLs, load.path
 MAX_SCENARIO_BYTES = 2**20  # a scenario file (1 MiB): SCENARIO=/proc/self/pagemap is not read for minutes
+# The memory model (section `memory`) and Envoy's overload manager (`envoy.overload`).
+MAX_HELD_CONNECTIONS = 25_000  # one source address to one gateway address has 28,232 ephemeral ports here
+MAX_EXTRA_ROUTES = 10_000  # extra virtual hosts in Envoy's route configuration
+MAX_MEMORY_POINTS = 20  # entries of memory.connections and of memory.routes
+MAX_OPEN_RATE = 10_000.0  # connections opened per second
+MIN_REFRESH_SECONDS = 5.0
+MAX_REFRESH_SECONDS = 50.0  # a held connection's request period: inside Contour's 60 s idle timeout
+MIN_HOLD_SECONDS = 5.0  # Envoy refreshes its server.memory_* gauges every 5 s (stats flush)
+MAX_OVERLOAD_CONNECTIONS = 10_000_000  # envoy.overload.max_connections
 
 
 def _as_tuple(value: Any) -> Any:
@@ -264,6 +273,18 @@ Rates = Annotated[
     BeforeValidator(_as_tuple),
     BeforeValidator(_at_most(MAX_STEPS, "steps")),
 ]
+ConnectionCounts = Annotated[
+    tuple[Annotated[Int, Field(ge=0, le=MAX_HELD_CONNECTIONS)], ...],
+    BeforeValidator(_as_tuple),
+    BeforeValidator(_at_most(MAX_MEMORY_POINTS, "connection counts")),
+    AfterValidator(_distinct),
+]
+RouteCounts = Annotated[
+    tuple[Annotated[Int, Field(ge=0, le=MAX_EXTRA_ROUTES)], ...],
+    BeforeValidator(_as_tuple),
+    BeforeValidator(_at_most(MAX_MEMORY_POINTS, "route counts")),
+    AfterValidator(_distinct),
+]
 Concurrency = Annotated[int | Literal["auto"], PlainValidator(_concurrency)]
 Name = Annotated[str, AfterValidator(_name)]
 Text = Annotated[str, AfterValidator(_text_check(MAX_TEXT_LENGTH, lines=True))]
@@ -327,6 +348,21 @@ class Resources(_Model):
     memory_bytes: OptionalBytes = Field(default=None, alias="memory")
 
 
+class OverloadSpec(_Model):
+    """Envoy's overload manager, as `contour bootstrap --overload-downstream-max-conn` and
+    `--overload-max-heap` set it (local platform): a cap on active downstream connections, and a heap size
+    at which Envoy shrinks its heap (95%) and stops accepting requests (98%)."""
+
+    max_connections: Int | None = Field(default=None, ge=1, le=MAX_OVERLOAD_CONNECTIONS)
+    max_heap_bytes: OptionalBytes = Field(default=None, alias="max_heap")
+
+    @model_validator(mode="after")
+    def _something_set(self) -> OverloadSpec:
+        if self.max_connections is None and self.max_heap_bytes is None:
+            raise ValueError("set max_connections, max_heap or both (or leave overload out)")
+        return self
+
+
 class EnvoySpec(_Model):
     """The gateway's data plane: the limits to sweep and where it runs."""
 
@@ -336,6 +372,7 @@ class EnvoySpec(_Model):
     guaranteed_qos: bool = True
     isolation: Literal["auto", "off"] = "auto"  # local: Envoy alone on its own CPUs when there are enough
     workload: WorkloadRef = WorkloadRef(namespace="projectcontour", name="envoy", container="envoy")
+    overload: OverloadSpec | None = None
 
     def concurrency_for(self, cpu_cores: float) -> int:
         """Envoy worker threads for a CPU limit: `auto` is one per started core."""
@@ -409,6 +446,45 @@ class BaselineSpec(_Model):
         return self.envoy_cpu_cores if self.envoy_cpu_cores is not None else max(cpus)
 
 
+class MemorySpec(_Model):
+    """The memory model: Envoy's working set at held idle connections and at extra routes.
+
+    Each entry of `connections` is a point with that many idle keep-alive connections held through the
+    gateway and no extra route; each entry of `routes` a point with that many extra virtual hosts and no
+    held connection. Every point runs `rps` of light load beside them, restarts Envoy at `cpu`/`memory`
+    (default: the sweep's largest), opens the connections at `open_rate` per second, waits
+    `settle_seconds` and measures `hold_seconds`. Held connections each send a request every
+    `refresh_seconds`, inside Envoy's 60 s idle timeout. `only: true` skips the knee configurations.
+    """
+
+    connections: ConnectionCounts = ()
+    routes: RouteCounts = ()
+    rps: Float = Field(default=50.0, ge=0, le=MAX_RPS)
+    hold_s: Float = Field(default=30.0, ge=MIN_HOLD_SECONDS, le=MAX_STEP_SECONDS, alias="hold_seconds")
+    settle_s: Float = Field(default=10.0, ge=0, le=MAX_WAIT_SECONDS, alias="settle_seconds")
+    refresh_s: Float = Field(default=25.0, ge=MIN_REFRESH_SECONDS, le=MAX_REFRESH_SECONDS, alias="refresh_seconds")
+    open_rate: Float = Field(default=2000.0, ge=1, le=MAX_OPEN_RATE)
+    cpu_cores: OptionalCores = Field(default=None, alias="cpu")
+    memory_bytes: OptionalBytes = Field(default=None, alias="memory")
+    only: bool = False
+
+    @model_validator(mode="after")
+    def _has_points(self) -> MemorySpec:
+        if not self.connections and not self.routes:
+            raise ValueError(
+                "list connection counts (connections: [1000, 5000]), route counts (routes: [0, 500]) or both"
+            )
+        return self
+
+    def cpu_for(self, cpus: tuple[float, ...]) -> float:
+        """Envoy's CPU limit at the memory points: `cpu`, or the sweep's largest."""
+        return self.cpu_cores if self.cpu_cores is not None else max(cpus)
+
+    def memory_for(self, memories: tuple[int, ...]) -> int:
+        """Envoy's memory limit at the memory points: `memory`, or the sweep's largest."""
+        return self.memory_bytes if self.memory_bytes is not None else max(memories)
+
+
 class PrometheusSpec(_Model):
     """Where metrics come from: a URL, or (null) the platform's own Prometheus."""
 
@@ -450,6 +526,7 @@ class Scenario(_Model):
     threshold: Float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
     on_failure: Literal["continue", "stop"] = "continue"  # after a configuration fails
     baseline: BaselineSpec = BaselineSpec()
+    memory: MemorySpec | None = None
     prometheus: PrometheusSpec = PrometheusSpec()
     kubernetes: KubernetesSpec = KubernetesSpec()
 
@@ -491,6 +568,20 @@ class Scenario(_Model):
         return self
 
     @model_validator(mode="after")
+    def _local_only(self) -> Scenario:
+        """The memory model and the overload settings are built for the local platform so far."""
+        if self.platform == "local":
+            return self
+        if self.memory is not None:
+            raise ValueError("memory: the memory model runs on the local platform only (so far); drop it or use local")
+        if self.envoy.overload is not None:
+            raise ValueError(
+                "envoy.overload: applies to the local platform only; on Contour pass contour bootstrap "
+                "--overload-downstream-max-conn and --overload-max-heap (gateway-sizer recommend prints them)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _local_cpu_floor(self) -> Scenario:
         if self.platform != "local":
             return self
@@ -498,6 +589,7 @@ class Scenario(_Model):
             "envoy.cpu": min(self.envoy.cpu_cores),
             "backend.cpu": self.backend.cpu_cores,
             "baseline.envoy_cpu": self.baseline.envoy_cpu_cores,
+            "memory.cpu": self.memory.cpu_cores if self.memory else None,
         }
         for name, cores in limits.items():
             if cores is not None and cores < MIN_LOCAL_CPU_CORES:
@@ -522,6 +614,8 @@ class Overrides:
     client: str | None = None
     arrivals: str | None = None
     profiles: str | None = None
+    connections: str | None = None
+    routes: str | None = None
 
     def apply(self, raw: dict[str, Any]) -> dict[str, Any]:
         """A copy of the raw scenario data with these overrides merged in; UsageError on bad values."""
@@ -559,6 +653,10 @@ class Overrides:
             section("load")["arrivals"] = [m.strip() for m in self.arrivals.split(",")]
         if self.profiles is not None:
             data["profiles"] = [name.strip() for name in self.profiles.split(",")]
+        if self.connections is not None:
+            section("memory")["connections"] = _counts(self.connections, "CONNECTIONS")
+        if self.routes is not None:
+            section("memory")["routes"] = _counts(self.routes, "ROUTES")
         return data
 
     def origins(self) -> dict[tuple[str, ...], str]:
@@ -574,6 +672,8 @@ class Overrides:
             "client": [("load", "client")],
             "arrivals": [("load", "arrivals")],
             "profiles": [("profiles",)],
+            "connections": [("memory", "connections")],
+            "routes": [("memory", "routes")],
         }
         return {loc: name.upper() for name, locs in fields.items() if getattr(self, name) is not None for loc in locs}
 
@@ -594,6 +694,17 @@ def _integers(text: str, what: str, *, single: bool = False, max_count: int = MA
     values = _numbers(text, what, single=single, max_count=max_count)
     if any(v != int(v) for v in values):
         raise UsageError(f"{what}={short_repr(text)} must be whole numbers, e.g. 1,2,3 or 1..3")
+    return [int(v) for v in values]
+
+
+def _counts(text: str, what: str) -> list[int]:
+    """Whole numbers from 0 up (a memory point may hold no connection or add no route)."""
+    try:
+        values = parse_number_list(text, what=what, max_count=MAX_MEMORY_POINTS)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if any(v < 0 or v != int(v) for v in values):
+        raise UsageError(f"{what}={short_repr(text)} must be whole numbers from 0, e.g. 0,1000,5000 or 0..1000:250")
     return [int(v) for v in values]
 
 

@@ -1,4 +1,5 @@
-"""The sweep engine: for each configuration, apply it, step the load, measure, find the knee, save."""
+"""The sweep engine: for each configuration, apply it, step the load, measure, find the knee, save; then
+the memory model's points when the scenario asks for them (runner.memory_sweep)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from runner.guards import GuardContext, check_step, judge
 from runner.knee import find_capacity, find_knee
 from runner.live import LiveState
 from runner.locust import Heartbeat, LoadTarget
+from runner.memory_sweep import MemoryExperiment
 from runner.model import BaselineResult, ConfigResult, LoadLevel, RunStatus, Step
 from runner.observer import Broadcast, SweepObserver
 from runner.plan import Configuration, Plan
@@ -40,6 +42,11 @@ class Sweep:
         self.driver = LoadDriver(
             platform=self.platform, load=self.scenario.load, observer=self.observer, clock=self.clock
         )
+        self.memory = None
+        if self.scenario.memory is not None:
+            self.memory = MemoryExperiment(scenario=self.scenario, platform=self.platform, store=self.store,
+                                           driver=self.driver, observer=self.observer, clock=self.clock,
+                                           armed=self._armed)  # fmt: skip
 
     def run(self) -> RunStatus:
         """The whole sweep; returns the run's final status. Raises on Ctrl-C (or SIGTERM, SIGHUP) after
@@ -52,6 +59,8 @@ class Sweep:
                 self._run_configs()
                 if self.scenario.baseline.enabled and self.store.summary.baseline is None:
                     self.run_baseline()
+                if self.memory is not None:
+                    self.memory.run()
         except KeyboardInterrupt as stop:
             self.store.finish("interrupted", f"stopped by {stop or 'SIGINT (Ctrl-C)'}")
             raise
@@ -78,15 +87,25 @@ class Sweep:
             if result.status == "failed" and self.scenario.on_failure == "stop":
                 return
 
+    def _armed(self) -> None:
+        """PlatformError unless a heartbeat has reached the Locust master (see Heartbeat.check)."""
+        if self.heartbeat is not None:
+            self.heartbeat.check()
+
     def _final_status(self) -> tuple[RunStatus, str | None]:
         """`complete` only when every planned configuration finished; else `partial` or `failed`."""
         results = [self.store.summary.config(c.key) for c in self.plan.configurations]
         unfinished = [r.label if r else c.label for c, r in zip(self.plan.configurations, results, strict=True)
                       if r is None or not r.finished]  # fmt: skip
+        planned = len(results)
+        if self.memory is not None:
+            unfinished += [f"memory: {label}" for label in self.memory.unfinished()]
+            planned += len(self.memory.points)
         if not unfinished:
             return "complete", None
-        finished = len(results) - len(unfinished)
-        reason = f"{len(unfinished)} of {len(results)} configuration(s) did not finish: {'; '.join(unfinished)}"
+        finished = planned - len(unfinished)
+        what = "configuration(s)" if self.memory is None else "configuration(s) and memory point(s)"
+        reason = f"{len(unfinished)} of {planned} {what} did not finish: {'; '.join(unfinished)}"
         return ("partial" if finished else "failed"), reason
 
     def run_config(self, config: Configuration) -> ConfigResult:

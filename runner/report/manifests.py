@@ -9,6 +9,10 @@ defaults projectcontour/envoy, container envoy, pods labelled app=envoy):
 3. a policy/v1 PodDisruptionBudget, maxUnavailable 1: a drain never takes the pool below N.
 An HPA cannot scale a DaemonSet (one pod per node, no scale subresource), and a PDB with maxUnavailable needs
 one too, so for a DaemonSet only the resources are written, with a comment saying what to do instead.
+With the memory model (`recommend --connections N --routes R`), the memory limit comes from its fits and
+the header gives the overload-manager flags for Contour's `contour bootstrap` (the envoy-initconfig init
+container's args, a list that a server-side apply would replace whole, so they are written as comments);
+`memory_manifest` writes just the memory limit when no target RPS is given.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from pydantic import BaseModel, ConfigDict
 from runner.errors import UsageError
 from runner.model import RunSummary
 from runner.quantities import format_cpu, format_memory
+from runner.report.memory_sizing import MemoryRecommendation
 from runner.report.replicas import MAX_REPLICAS_FACTOR, ReplicaPlan
 from runner.scenario import WorkloadRef
 
-__all__ = ["FIELD_MANAGER", "Gateway", "envoy_manifests", "gateway_of_run"]
+__all__ = ["FIELD_MANAGER", "Gateway", "envoy_manifests", "gateway_of_run", "memory_manifest"]
 
 FIELD_MANAGER = "gateway-sizer"
 GatewayKind = Literal["Deployment", "DaemonSet"]
@@ -74,13 +79,26 @@ def _resources(plan: ReplicaPlan) -> dict[str, dict[str, str]]:
     return {"requests": dict(values), "limits": dict(values)}
 
 
-def _workload(plan: ReplicaPlan, gw: Gateway) -> dict[str, Any]:
+def _workload(resources: dict[str, dict[str, str]], gw: Gateway) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": gw.kind,
         "metadata": {"name": gw.name, "namespace": gw.namespace},
-        "spec": {"template": {"spec": {"containers": [{"name": gw.container, "resources": _resources(plan)}]}}},
+        "spec": {"template": {"spec": {"containers": [{"name": gw.container, "resources": resources}]}}},
     }
+
+
+def _memory_lines(memory: MemoryRecommendation) -> list[str]:
+    """The memory model's sizing and the overload flags, as header comments."""
+    overload = memory.overload
+    return [
+        f"memory: {memory.memory} for {memory.connections:,} held connections and {memory.routes:,} routes per pod "
+        f"(working set {memory.predicted_bytes / 2**20:,.1f} MiB by the fits, +{memory.headroom:.0%})",
+        f"memory fits: {memory.fits.describe_connections()}; {memory.fits.describe_routes()}",
+        f"overload manager for {memory.memory}: add to the envoy-initconfig init container's args "
+        f"(contour bootstrap): {' '.join(overload.contour_flags())}",
+        *(f"warning: {w}" for w in memory.warnings),
+    ]
 
 
 def _hpa(plan: ReplicaPlan, gw: Gateway) -> dict[str, Any]:
@@ -119,8 +137,23 @@ def _comment(lines: list[str]) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
-def envoy_manifests(plan: ReplicaPlan, gw: Gateway, run_id: str) -> str:
-    """The multi-document YAML, each document headed by comments saying where its figures come from."""
+def memory_manifest(memory: MemoryRecommendation, gw: Gateway, run_id: str) -> str:
+    """The envoy container's memory limit (requests = limits) from the memory model, with the overload flags."""
+    header = [
+        f"gateway-sizer recommend: Envoy memory, run {run_id}",
+        f"{gw.kind} {gw.namespace}/{gw.name}, container {gw.container} ({gw.source})",
+        *_memory_lines(memory),
+        "",
+        f"apply: kubectl apply --server-side --field-manager={FIELD_MANAGER} -f <this file>",
+    ]
+    size = format_memory(memory.memory_bytes)
+    resources = {"requests": {"memory": size}, "limits": {"memory": size}}
+    return _comment(header) + yaml.safe_dump(_workload(resources, gw), sort_keys=False)
+
+
+def envoy_manifests(plan: ReplicaPlan, gw: Gateway, run_id: str, memory: MemoryRecommendation | None = None) -> str:
+    """The multi-document YAML, each document headed by comments saying where its figures come from; with
+    `memory`, the memory limit is the memory model's (plan.rec carries it) and its overload flags are added."""
     rec = plan.rec
     header = [
         f"gateway-sizer recommend: Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom, run {run_id}",
@@ -131,12 +164,13 @@ def envoy_manifests(plan: ReplicaPlan, gw: Gateway, run_id: str) -> str:
         f"HPA target = floor(100 x {plan.threshold:g} / (1 + {rec.headroom:g})) = {plan.hpa_target_pct}% of the CPU "
         "request",
         *(f"warning: {w}" for w in (*rec.fit.caveats(), *plan.warnings)),
+        *(_memory_lines(memory) if memory is not None else []),
         "",
         f"apply: kubectl apply --server-side --field-manager={FIELD_MANAGER} -f <this file>",
         "(add --force-conflicts when Contour's installer owns the envoy container's resources)",
     ]
     docs = [_comment(header) + _comment(["1. the envoy container's resources (replicas are left to the HPA)"])]
-    docs[0] += yaml.safe_dump(_workload(plan, gw), sort_keys=False)
+    docs[0] += yaml.safe_dump(_workload(_resources(plan), gw), sort_keys=False)
     if gw.kind == "DaemonSet":
         docs[0] += _comment(
             [

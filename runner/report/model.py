@@ -16,6 +16,7 @@ from runner.model import ConfigResult, RunSummary, Step
 from runner.profiles import PLAIN
 from runner.report import formatting as fmt
 from runner.report.analysis import Conclusion, conclusions, step_analysis
+from runner.report.memory_report import MemorySection, build_memory_section
 from runner.report.profiles import ProfileComparison, compare_profiles
 from runner.report.sizing import (
     DEFAULT_HEADROOM,
@@ -227,6 +228,7 @@ class Report:
     fixed_loads: tuple[FixedLoad, ...] = ()
     profiles: ProfileComparison | None = None
     sizing_profile: str = PLAIN
+    memory: MemorySection | None = None  # the memory model (runner.report.memory_report)
 
     @property
     def several_arrivals(self) -> bool:
@@ -429,7 +431,9 @@ def _fixed_loads(summary: RunSummary, scenario: Scenario | None) -> tuple[FixedL
     )
 
 
-def _no_fit_reason(points: Sequence[KneePoint]) -> str:
+def _no_fit_reason(points: Sequence[KneePoint], *, memory_only: bool = False) -> str:
+    if memory_only:
+        return "this run measured the memory model only (memory.only), no knee: see Memory below"
     if not points:
         return "no configuration has a valid knee, so there is no sizing rule: see each configuration's reason"
     limits = ", ".join(sorted({fmt.cpu(p.cpu_cores) for p in points}))
@@ -463,7 +467,7 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         knees=tuple(_knee_row(c, summary.threshold) for c in summary.configs),
         points=tuple(points),
         fit=fit,
-        no_fit_reason=None if fit else _no_fit_reason(points),
+        no_fit_reason=None if fit else _no_fit_reason(points, memory_only=bool(summary.memory and not summary.configs)),
         examples=examples,
         conclusions=tuple(conclusions(summary, fit, points)),
         configs=tuple(_section(c, summary.threshold) for c in summary.configs if c.steps),
@@ -473,4 +477,5 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         fixed_loads=_fixed_loads(summary, scenario),
         profiles=compare_profiles(summary, headroom),
         sizing_profile=sizing_profile(summary),
+        memory=build_memory_section(summary.memory, headroom),
     )

@@ -14,7 +14,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from runner.model import MemoryPoint
 from runner.quantities import format_cpu
+from runner.report.memory_fit import LineFit
 from runner.report.model import ConfigSection, Report
 
 __all__ = ["Plot", "render_plots"]
@@ -24,6 +26,7 @@ DPI = 120
 FONT_PT = 10.5
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 GRID_COLOR, GRID_LINEWIDTH = "#dddddd", 0.6
+_MIB = 2**20
 _PERCENTILE_STYLES: dict[str, dict] = {
     "p50": {"linestyle": "--", "linewidth": 1.0, "alpha": 0.6},
     "p95": {"linestyle": "-", "linewidth": 1.6, "marker": "o"},
@@ -279,8 +282,69 @@ def _profiles(report: Report) -> Plot | None:
     return Plot("profiles", "Knee per traffic profile", caption, _png(draw))
 
 
+def _memory_plot(
+    report: Report, name: str, rows_of: str, x_of: Callable[[MemoryPoint], float], fit_of: str, x_label: str
+) -> Plot | None:
+    """Working set (and Envoy's heap) against `x_of`, with the fitted line: the memory model's two plots."""
+    section = report.memory
+    if section is None:
+        return None
+    rows = [r.point for r in getattr(section, rows_of) if r.point.working_set_bytes is not None]
+    fit: LineFit | None = getattr(section.fits, fit_of)
+    if len(rows) < 2:
+        return None
+
+    def draw(ax: Axes) -> None:
+        xs = [x_of(p) for p in rows]
+        ax.plot(xs, [(p.working_set_bytes or 0) / _MIB for p in rows], "o", ms=7, color=COLORS[0], zorder=3,
+                label="working set (mean over the window)")  # fmt: skip
+        heap = [(x, p.heap_bytes / _MIB) for x, p in zip(xs, rows, strict=True) if p.heap_bytes is not None]
+        if heap:
+            ax.plot(*zip(*heap, strict=True), "s", ms=5, color=COLORS[2], label="Envoy heap (server.memory_heap_size)")
+        if fit is not None:
+            ends = [0.0, max(xs) * 1.05]
+            slope = (
+                f"{fit.slope / 2**10:,.1f} KiB per connection"
+                if fit_of == "connections"
+                else (f"{fit.slope * 1000 / _MIB:,.2f} MiB per 1,000 routes")
+            )
+            ax.plot(
+                ends,
+                [fit.at(x) / _MIB for x in ends],
+                "--",
+                color=COLORS[1],
+                label=f"fit: {slope}, R² {fit.r_squared:.3f}",
+            )
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("MiB")
+        ax.xaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper left", frameon=False, fontsize="small")
+
+    fits = section.fits
+    caption = (fits.describe_connections() if fit_of == "connections" else fits.describe_routes()) + "; "
+    caption += f"Envoy at {section.envoy_memory}, {fits.cgroup_note.split(':')[0]}."
+    title = "Envoy memory vs held connections" if fit_of == "connections" else "Envoy memory vs routes"
+    return Plot(name, title, caption, _png(draw))
+
+
+def _memory_vs_connections(report: Report) -> Plot | None:
+    return _memory_plot(
+        report, "memory_vs_connections", "connection_rows",
+        lambda p: p.envoy_connections if p.envoy_connections is not None else float(p.held),
+        "connections", "Envoy's active downstream connections",
+    )  # fmt: skip
+
+
+def _memory_vs_routes(report: Report) -> Plot | None:
+    return _memory_plot(report, "memory_vs_routes", "route_rows", lambda p: float(p.routes), "routes",
+                        "extra routes (virtual hosts)")  # fmt: skip
+
+
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
-    makers = (_knee_vs_cores, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps)
+    makers = (_knee_vs_cores, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
+              _memory_vs_connections, _memory_vs_routes)  # fmt: skip
     made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

@@ -157,6 +157,7 @@ class Recommendation:
     fit: Fit
     warnings: tuple[str, ...]
     cores_interval: tuple[float, float] | None = None  # the cores needed at either end of the slope's interval
+    memory_from_model: bool = False  # memory_bytes came from the memory model's fits, not the peak seen
 
     @property
     def extrapolated(self) -> bool:
@@ -275,8 +276,11 @@ def check_request(target_rps: float, headroom: float) -> None:
         raise UsageError(f"--headroom must be 0 or more, got {headroom:g}", "0.3 puts the knee 30% above the target")
 
 
-def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -> Recommendation:
-    """Cores and memory for `target_rps` with `headroom` (0.3: the knee 30% above the target)."""
+def recommend(
+    fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM, *, memory_bytes: int | None = None
+) -> Recommendation:
+    """Cores and memory for `target_rps` with `headroom` (0.3: the knee 30% above the target); memory from
+    the peak working set of the knee configurations, unless `memory_bytes` (sized by the memory model)."""
     check_request(target_rps, headroom)
     if fit.slope <= 0:
         raise UsageError(fit.caveats()[0])
@@ -295,19 +299,24 @@ def recommend(fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM) -
             f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)} CPU"
         )
     peak_rps = max(p.peak_rps for p in fit.points)
-    if memory is not None and required > peak_rps:
+    if memory_bytes is not None:
+        memory = memory_bytes
+    elif memory is not None and required > peak_rps:
         warnings.append(
             f"memory measured up to {peak_rps:,.0f} RPS only; Envoy's working set grows with connections, "
             "so watch it at the target load"
         )
     return Recommendation(
-        target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings), fit.cores_for(required)
-    )
+        target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings),
+        fit.cores_for(required), memory_bytes is not None,
+    )  # fmt: skip
 
 
 def format_recommendation(rec: Recommendation, run_id: str) -> str:
     """What `gateway-sizer recommend` prints: the resources, how they were reached, and every warning."""
-    if rec.memory_bytes is not None:
+    if rec.memory_from_model:
+        memory = f"{rec.memory:<7} (from the memory model: see below)"
+    elif rec.memory_bytes is not None:
         memory = (
             f"{rec.memory:<7} (peak working set {fmt.mebibytes(rec.peak_memory_bytes)}, +{rec.headroom:.0%}, "
             f"rounded up to {format_memory(MEMORY_STEP_BYTES)})"

@@ -54,7 +54,7 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     assert names.master == "locust-master-" + names.master.rsplit("-", 1)[1] and len(names.master) == 22
 
     files = admin.core.read_namespaced_config_map(names.configmap, namespace).data
-    assert {"gateway.py", "gateway_sizer_stats.py"} <= set(files)
+    assert {"gateway.py", "gateway_sizer_stats.py", "connection_holder.py", "route_probe.py"} <= set(files)
     assert files["gateway.py"] == LOCUSTFILE.read_text()
 
     master = admin.apps.read_namespaced_deployment(names.master, namespace)

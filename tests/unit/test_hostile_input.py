@@ -42,6 +42,7 @@ def fuzz(examples: int) -> settings:
 
 
 RUN = Path(__file__).resolve().parent.parent / "report" / "data" / "local-100m-200m-300m"
+MEMORY_RUN = Path(__file__).resolve().parent.parent / "report" / "data" / "local-memory"  # a measured memory model
 
 
 class Accepted(Exception):
@@ -143,6 +144,19 @@ def assert_bounded(argv: list[str]) -> None:
     assert all(p.path(load.path).startswith("/") for p in scenario.profiles)
     for workload in (scenario.envoy.workload, scenario.backend.workload, scenario.contour.workload):
         assert set(workload.namespace + workload.name) <= set(string.ascii_lowercase + string.digits + ".-")
+    memory = scenario.memory
+    if memory is not None:  # the memory model: bounded points, each bounded in connections, routes and time
+        assert 1 <= len(memory.connections) + len(memory.routes) <= 2 * schema.MAX_MEMORY_POINTS
+        assert all(0 <= c <= schema.MAX_HELD_CONNECTIONS for c in memory.connections)
+        assert all(0 <= r <= schema.MAX_EXTRA_ROUTES for r in memory.routes)
+        assert schema.MIN_REFRESH_SECONDS <= memory.refresh_s <= schema.MAX_REFRESH_SECONDS
+        assert schema.MIN_HOLD_SECONDS <= memory.hold_s <= schema.MAX_STEP_SECONDS
+        assert memory.settle_s <= schema.MAX_WAIT_SECONDS and 1 <= memory.open_rate <= schema.MAX_OPEN_RATE
+        assert scenario.platform == "local"
+    overload = scenario.envoy.overload
+    if overload is not None:
+        assert overload.max_connections is not None or overload.max_heap_bytes is not None
+        assert 1 <= (overload.max_connections or 1) <= schema.MAX_OVERLOAD_CONNECTIONS
 
 
 # Values: numbers in every spelling, ranges, lists, and strings made to break things.
@@ -252,6 +266,8 @@ OPTIONS = {
     "--client": ("CLIENT", "load.client"),
     "--arrivals": ("ARRIVALS", "load.arrivals"),
     "--profiles": ("PROFILES", "profiles"),
+    "--connections": ("CONNECTIONS", "memory.connections", "memory"),
+    "--routes": ("ROUTES", "memory.routes", "memory"),
     "--scenario": ("scenario",),
 }
 scenario_names = st.one_of(
@@ -293,7 +309,7 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
         assert 0.01 <= parse_cpu(value) <= cli.MAX_TESTBED_CPU
 
 
-@fuzz(150)
+@fuzz(200)
 @given(
     command=st.sampled_from(
         [
@@ -303,11 +319,21 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
             "recommend-output",
             "recommend-profile",
             "compare",
+            "recommend-connections",
+            "recommend-routes",
         ]
     ),
     value=values,
 )
 def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, value):
+    if command in ("recommend-connections", "recommend-routes"):
+        name = "--" + command.removeprefix("recommend-")
+        outcome = run_cli("recommend", f"{name}={value}", "--run", str(MEMORY_RUN))
+        outcome.check(name, "recommend needs")  # an empty value leaves recommend with nothing to size
+        if outcome.code == 0:
+            assert 0 <= float(value) <= 1e8 and float(value) == int(float(value))
+            assert "overload manager" in outcome.out
+        return
     if command == "compare":
         outcome, name = run_cli("compare", str(RUN), str(RUN), f"--threshold-pct={value}"), "--threshold-pct"
     elif command == "recommend-target":
@@ -360,7 +386,7 @@ BASE: dict[str, Any] = {
     "prometheus": {"scrape_interval_seconds": 1},
 }
 SECTIONS = {
-    "envoy": ["cpu", "memory", "concurrency", "guaranteed_qos", "isolation", "workload"],
+    "envoy": ["cpu", "memory", "concurrency", "guaranteed_qos", "isolation", "workload", "overload"],
     "contour": ["resources", "workload"],
     "backend": ["replicas", "cpu", "memory", "worker_processes", "response_status", "workload"],
     "load": [
@@ -391,6 +417,18 @@ SECTIONS = {
         "latency_slo_ms",
     ],
     "baseline": ["enabled", "users", "envoy_cpu"],
+    "memory": [
+        "connections",
+        "routes",
+        "rps",
+        "hold_seconds",
+        "settle_seconds",
+        "refresh_seconds",
+        "open_rate",
+        "cpu",
+        "memory",
+        "only",
+    ],
     "prometheus": ["url", "scrape_interval_seconds", "service"],
     "kubernetes": [
         "kubeconfig",
@@ -405,7 +443,11 @@ SECTIONS = {
     ],
 }
 TOP_LEVEL = ["name", "description", "platform", "threshold", "on_failure", "profiles", *SECTIONS]
-NESTED = {"workload": ["namespace", "name", "container", "kind"], "service": ["namespace", "name", "port"]}
+NESTED = {
+    "workload": ["namespace", "name", "container", "kind"],
+    "service": ["namespace", "name", "port"],
+    "overload": ["max_connections", "max_heap"],
+}
 
 scalars = st.one_of(
     st.none(),
@@ -476,6 +518,8 @@ def mutations(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
             named.append(top)
         elif kind == "nested" and section in ("envoy", "backend", "contour", "prometheus"):
             inner = "service" if section == "prometheus" else "workload"
+            if section == "envoy":
+                inner = draw(st.sampled_from(["workload", "overload"]))
             field = draw(st.sampled_from(NESTED[inner]))
             target = data.setdefault(section, {})
             if not isinstance(target, dict):
@@ -594,6 +638,18 @@ def test_a_null_section_with_an_override_is_no_traceback(run_cli, tmp_path):
         (["recommend", "--target-rps=5000", "--cores-per-replica=0", "--run", str(RUN)], "must be at least 0.01"),
         (["recommend", "--target-rps=5000", "--output=json", "--run", str(RUN)], "--output must be text or yaml"),
         (["compare", str(RUN), str(RUN), "--threshold-pct=inf"], "--threshold-pct must be a finite number"),
+        (["plan", "--connections=abc"], "CONNECTIONS='abc' is not a number list"),
+        (["plan", "--connections=1e999"], "CONNECTIONS='1e999' is not a number list"),
+        (["plan", "--routes=-1"], "ROUTES='-1' must be whole numbers from 0"),
+        (["plan", "--connections=0,2.5"], "CONNECTIONS='0,2.5' must be whole numbers from 0"),
+        (["plan", "--connections=30000"], "memory.connections[0] (CONNECTIONS): Input should be less than or equal"),
+        (["plan", "--routes=0..1000000"], "ROUTES='0..1000000' has more than 20 values"),
+        (["plan", "--connections=100", "--platform=kubernetes"], "memory: the memory model runs on the local platform"),
+        (["recommend", "--connections=abc", "--run", str(MEMORY_RUN)], "--connections must be a number, got 'abc'"),
+        (["recommend", "--connections=1e12", "--run", str(MEMORY_RUN)], "--connections must be at most 1e+08"),
+        (["recommend", "--routes=1.5", "--run", str(MEMORY_RUN)], "--routes must be a whole number"),
+        (["recommend", "--connections=100", "--run", str(RUN)], "has no memory model"),
+        (["recommend", "--run", str(RUN)], "recommend needs --target-rps N (CPU), --connections N"),
     ],
 )
 def test_known_hostile_values_are_refused_in_one_line(run_cli, argv, expected):

@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from runner.errors import ScenarioError, UsageError
+from runner.memory_sweep import plan_memory
 from runner.paths import SCENARIO_DIR
 from runner.plan import plan_sweep
 from runner.scenario import Overrides, load_scenario, parse_scenario
@@ -16,7 +17,8 @@ def test_every_shipped_scenario_validates_and_plans():
     assert "local" in names
     for name in names:
         scenario = load_scenario(name)
-        assert len(plan_sweep(scenario)) >= 1, name
+        memory_points = plan_memory(scenario.memory) if scenario.memory else ()
+        assert len(plan_sweep(scenario)) + len(memory_points) >= 1, name
 
 
 def test_defaults_fill_in_and_units_are_converted():

@@ -44,6 +44,7 @@ class Cgroup(Protocol):
     def cpu_throttling(self) -> tuple[int, int, float]: ...
     def memory_working_set_bytes(self) -> int: ...
     def memory_limit_bytes(self) -> int | None: ...
+    def oom_kills(self) -> int: ...
     def pids(self) -> list[int]: ...
     def remove(self) -> None: ...
     def spec(self) -> dict[str, Any]: ...
@@ -191,6 +192,13 @@ class CgroupV1:
         limit = _read_int(self.memory / "memory.limit_in_bytes")
         return None if limit >= 2**62 else limit
 
+    def oom_kills(self) -> int:
+        """Processes the memory cgroup's OOM killer has killed in this group (0 when not readable)."""
+        try:
+            return _stat(self.memory / "memory.oom_control").get("oom_kill", 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
     def procs_files(self) -> list[Path]:
         """The cgroup.procs file of each hierarchy: a pid written to all of them joins this group."""
         return [d / "cgroup.procs" for d in self._dirs()]
@@ -272,6 +280,13 @@ class CgroupV2:
         except FileNotFoundError:
             return None
         return None if text == "max" else int(text)
+
+    def oom_kills(self) -> int:
+        """Processes the memory cgroup's OOM killer has killed in this group (0 when not readable)."""
+        try:
+            return _stat(self.path / "memory.events").get("oom_kill", 0)
+        except (FileNotFoundError, ValueError):
+            return 0
 
     def procs_files(self) -> list[Path]:
         return [self.path / "cgroup.procs"]

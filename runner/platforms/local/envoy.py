@@ -11,6 +11,11 @@ With a certificate (the TLS traffic profiles), the bootstrap also has the `ingre
 programs for `virtualhost.tls.secretName`: a TLS inspector, one filter chain matched on the SNI, Contour's
 TLS parameters and ciphers, the certificate as an SDS secret (here a static one), and in front of the HTTP
 filters the Lua filter that answers 421 to a request whose Host is not the SNI's virtual host.
+
+For the memory model the layout may add `extra_routes` virtual hosts (`host-<i>.nginx`, each routing `/` to
+the same cluster; Contour puts every non-TLS virtual host into the one `ingress_http` RouteConfiguration),
+and overload-manager settings as `contour bootstrap --overload-max-heap` and `--overload-downstream-max-conn`
+write them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,16 @@ CONNECT_TIMEOUT = "2s"
 IDLE_TIMEOUT = "60s"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 # Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
-SCRAPE_FILTER = r"^(http\.ingress_https?\.downstream_(rq_total|rq_[0-9]xx|cx_total|cx_active)|server\.(live|uptime))$"
+SCRAPE_FILTER = (
+    r"^(http\.ingress_https?\.downstream_(rq_total|rq_[0-9]xx|cx_total|cx_active)"
+    r"|server\.(live|uptime|memory_allocated|memory_heap_size|memory_physical_size))$"
+)
+EXTRA_ROUTE_HOST = "host-{index}.nginx"  # the memory model's extra virtual hosts: names and domains
+# Contour's overload manager (internal/envoy/v3/bootstrap.go): refresh every 250 ms; with a heap limit,
+# shrink the heap at 95% of it and stop accepting requests at 98%.
+OVERLOAD_REFRESH = "0.25s"
+SHRINK_HEAP_AT = 0.95
+STOP_REQUESTS_AT = 0.98
 _EXT = "type.googleapis.com/envoy.extensions"
 COMPRESSED_TYPES = [
     "text/html", "text/plain", "text/css", "application/javascript", "application/x-javascript",
@@ -127,8 +141,17 @@ class TlsListener:
 
 
 @dataclass(frozen=True)
+class Overload:
+    """Envoy's overload manager: a global cap on active downstream connections, a heap limit (None: off)."""
+
+    max_connections: int | None = None
+    max_heap_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class EnvoyLayout:
-    """Addresses Envoy listens on and sends to; `tls` adds the TLS listener."""
+    """Addresses Envoy listens on and sends to; `tls` adds the TLS listener, `extra_routes` virtual hosts
+    to the plain listener's routes, `overload` the overload manager."""
 
     listen_port: int
     admin_port: int
@@ -136,6 +159,8 @@ class EnvoyLayout:
     host_header: str = "external.nginx"
     address: str = "127.0.0.1"
     tls: TlsListener | None = None
+    extra_routes: int = 0
+    overload: Overload | None = None
 
 
 def _circuit_breakers() -> dict[str, Any]:
@@ -152,8 +177,10 @@ def _virtual_host(host: str) -> dict[str, Any]:
     return {"name": host, "domains": [host], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER_NAME}}]}
 
 
-def _connection_manager(stat_prefix: str, route_name: str, host: str, filters: list[dict[str, Any]]) -> dict[str, Any]:
-    """The HTTP connection manager as Contour configures it, routing `host` to the nginx cluster."""
+def _connection_manager(
+    stat_prefix: str, route_name: str, hosts: list[str], filters: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The HTTP connection manager as Contour configures it, routing each of `hosts` to the nginx cluster."""
     return {
         "name": "envoy.filters.network.http_connection_manager",
         "typed_config": {
@@ -167,7 +194,7 @@ def _connection_manager(stat_prefix: str, route_name: str, host: str, filters: l
             "generate_request_id": False,
             "common_http_protocol_options": {"idle_timeout": IDLE_TIMEOUT},
             "http_filters": filters,
-            "route_config": {"name": route_name, "virtual_hosts": [_virtual_host(host)]},
+            "route_config": {"name": route_name, "virtual_hosts": [_virtual_host(host) for host in hosts]},
         },
     }
 
@@ -182,7 +209,7 @@ def _tls_listener(layout: EnvoyLayout, tls: TlsListener) -> dict[str, Any]:
         },
     }
     routes = f"https/{layout.host_header}"
-    manager = _connection_manager(TLS_STAT_PREFIX, routes, layout.host_header, [lua, *HTTP_FILTERS])
+    manager = _connection_manager(TLS_STAT_PREFIX, routes, [layout.host_header], [lua, *HTTP_FILTERS])
     context = {
         "@type": f"{_TLS}.DownstreamTlsContext",
         "common_tls_context": {
@@ -222,19 +249,46 @@ def _tls_secret(tls: TlsListener) -> dict[str, Any]:
     }
 
 
+def overload_manager(overload: Overload) -> dict[str, Any]:
+    """The overload manager Contour's bootstrap writes for these settings."""
+    monitors: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    if overload.max_heap_bytes:
+        monitors.append({
+            "name": "envoy.resource_monitors.fixed_heap",
+            "typed_config": {
+                "@type": f"{_EXT}.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                "max_heap_size_bytes": overload.max_heap_bytes,
+            },
+        })  # fmt: skip
+        for action, threshold in (("shrink_heap", SHRINK_HEAP_AT), ("stop_accepting_requests", STOP_REQUESTS_AT)):
+            trigger = {"name": "envoy.resource_monitors.fixed_heap", "threshold": {"value": threshold}}
+            actions.append({"name": f"envoy.overload_actions.{action}", "triggers": [trigger]})
+    if overload.max_connections:
+        monitors.append({
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {
+                "@type": f"{_EXT}.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": overload.max_connections,
+            },
+        })  # fmt: skip
+    return {"refresh_interval": OVERLOAD_REFRESH, "resource_monitors": monitors, "actions": actions}
+
+
 def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     """The static bootstrap for `layout`, as data."""
     socket = {"address": layout.address}
     endpoints = [
         {"endpoint": {"address": {"socket_address": {**socket, "port_value": port}}}} for port in layout.upstream_ports
     ]
+    extra = [EXTRA_ROUTE_HOST.format(index=i) for i in range(layout.extra_routes)]
     listeners = [
         {
             "name": STAT_PREFIX,
             "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
             "socket_options": KEEPALIVE_OPTIONS,
             "filter_chains": [
-                {"filters": [_connection_manager(STAT_PREFIX, STAT_PREFIX, layout.host_header, HTTP_FILTERS)]}
+                {"filters": [_connection_manager(STAT_PREFIX, STAT_PREFIX, [layout.host_header, *extra], HTTP_FILTERS)]}
             ],
         }
     ]
@@ -242,9 +296,14 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     if layout.tls is not None:
         listeners.append(_tls_listener(layout, layout.tls))
         secrets.append(_tls_secret(layout.tls))
-    return {
+    config: dict[str, Any] = {
         "node": {"id": "gateway-sizer-local", "cluster": "gateway-sizer"},
-        "admin": {"address": {"socket_address": {**socket, "port_value": layout.admin_port}}},
+        # Contour's admin is a Unix socket, outside any listener limit; here a TCP port that Prometheus
+        # scrapes, kept outside the global connection cap too
+        "admin": {
+            "address": {"socket_address": {**socket, "port_value": layout.admin_port}},
+            "ignore_global_conn_limit": True,
+        },
         "static_resources": {
             "listeners": listeners,
             **({"secrets": secrets} if secrets else {}),
@@ -261,6 +320,9 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
             ],
         },
     }
+    if layout.overload is not None and (layout.overload.max_connections or layout.overload.max_heap_bytes):
+        config["overload_manager"] = overload_manager(layout.overload)
+    return config
 
 
 def write_bootstrap(layout: EnvoyLayout, path: Path) -> Path:

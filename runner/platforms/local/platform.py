@@ -14,7 +14,7 @@ from runner.metrics import Metrics, Selectors
 from runner.paths import cache_dir
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
-from runner.platforms.local import binaries
+from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, reference_speed
 from runner.platforms.local.state import HAND_TESTBED_ID
@@ -33,7 +33,9 @@ class LocalPlatform(Platform):
     ) -> None:
         self.scenario = scenario
         self.owner_pid = os.getpid() if testbed_id is None else 0
-        self.placement = place(max(scenario.envoy.cpu_cores), isolate=scenario.envoy.isolation == "auto")
+        memory_cpu = scenario.memory.cpu_for(scenario.envoy.cpu_cores) if scenario.memory else 0.0
+        top = max(*scenario.envoy.cpu_cores, memory_cpu)
+        self.placement = place(top, isolate=scenario.envoy.isolation == "auto")
         self.testbed = LocalTestbed(
             workdir=run_dir / "testbed",
             ports=Ports.free() if free_ports else Ports(),
@@ -78,8 +80,14 @@ class LocalPlatform(Platform):
             body_sizes=self._body_sizes,  # every profile's, so the backend stays up from one profile to the next
         )
         certificate = self._certificate(config.profile.tls_key) if config.profile.tls else None
+        overload = self.scenario.envoy.overload
         self.testbed.start_envoy(
-            config.envoy_cpu_cores, config.envoy_memory_bytes, config.envoy_concurrency, certificate=certificate
+            config.envoy_cpu_cores,
+            config.envoy_memory_bytes,
+            config.envoy_concurrency,
+            certificate=certificate,
+            extra_routes=config.extra_routes,
+            overload=envoy.Overload(overload.max_connections, overload.max_heap_bytes) if overload else None,
         )
 
     def _certificate(self, key_type: TlsKey) -> CertificateFiles:

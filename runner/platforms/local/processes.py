@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -46,7 +47,20 @@ class ManagedProcess:
             return ""
         return " | ".join(line.strip() for line in text[-lines:])
 
+    def oom_killed(self) -> bool:
+        """Whether its memory cgroup's OOM killer killed a process of it (it hit its memory limit)."""
+        try:
+            return self.cgroup is not None and self.cgroup.oom_kills() > 0
+        except OSError:
+            return False
+
     def died_error(self) -> PlatformError:
+        if self.popen.returncode == -signal.SIGKILL and self.oom_killed():
+            return PlatformError(
+                f"{self.name} exited with code {self.popen.returncode}: OOM-killed at its memory limit "
+                "(the memory cgroup's OOM killer)",
+                f"give it more memory, or cap it with Envoy's overload manager (see {self.log_path})",
+            )
         return PlatformError(
             f"{self.name} exited with code {self.popen.returncode}: {self.log_tail() or 'no output'}",
             f"see {self.log_path}",
@@ -61,9 +75,36 @@ _LAUNCH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shi
 _DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
-def launch_argv(argv: Sequence[str], procs_files: Sequence[Path], *, dies_with_runner: bool) -> list[str]:
-    """`argv` wrapped so that it starts inside the cgroup whose cgroup.procs files are given."""
-    wrapped = [*(_DIE_WITH_PARENT if dies_with_runner else []), *argv]
+CAP_SYS_RESOURCE = 24  # the capability that may raise a hard resource limit (linux/capability.h)
+
+
+def may_raise_hard_limits() -> bool:
+    """Whether this process holds CAP_SYS_RESOURCE (root in a container may not: see CapEff)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def nofile_limit(wanted: int) -> int:
+    """The open-file limit a child can be given: `wanted` when this process may raise hard limits
+    (CAP_SYS_RESOURCE, up to fs.nr_open), else no more than its own hard limit."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or may_raise_hard_limits():
+        return wanted
+    return min(wanted, hard)
+
+
+def launch_argv(
+    argv: Sequence[str], procs_files: Sequence[Path], *, dies_with_runner: bool, nofile: int | None = None
+) -> list[str]:
+    """`argv` wrapped so that it starts inside the cgroup whose cgroup.procs files are given (with its
+    RLIMIT_NOFILE set to `nofile`, soft and hard, when given)."""
+    limit = ["prlimit", f"--nofile={nofile}:{nofile}", "--"] if nofile else []
+    wrapped = [*(_DIE_WITH_PARENT if dies_with_runner else []), *limit, *argv]
     return ["sh", "-c", _LAUNCH, f"gateway-sizer-launch:{Path(argv[0]).name}", *map(str, procs_files), "--", *wrapped]
 
 
@@ -83,6 +124,7 @@ class Supervisor:
         cwd: Path | None = None,
         cgroup: CgroupV1 | CgroupV2 | None = None,
         env: dict[str, str] | None = None,
+        nofile: int | None = None,
     ) -> ManagedProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
@@ -91,7 +133,7 @@ class Supervisor:
         procs = cgroup.procs_files() if cgroup is not None else []
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
-                launch_argv(argv, procs, dies_with_runner=self.dies_with_runner),
+                launch_argv(argv, procs, dies_with_runner=self.dies_with_runner, nofile=nofile),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

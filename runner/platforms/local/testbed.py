@@ -37,6 +37,7 @@ from runner.platforms.local.processes import (
     ManagedProcess,
     Supervisor,
     http_ok,
+    nofile_limit,
     port_is_free,
     wait_until,
 )
@@ -49,6 +50,10 @@ BACKEND_NAMESPACE = "gateway-loadtest"
 MONITORING_NAMESPACE = "monitoring"
 START_TIMEOUT_S = 30.0
 LOOPBACK = "127.0.0.1"
+# Open files for Envoy and the Locust master: room for the memory model's held connections (at most
+# 25,000, runner/scenario.py) and their upstream side; raising the hard limit takes CAP_SYS_RESOURCE, which
+# root in a container may lack (this machine: hard limit 20,000, so at most ~19,000 held connections).
+NOFILE = 65_536
 
 SELECTORS = Selectors(
     envoy=Selector(ENVOY_NAMESPACE, "envoy-.*", ENVOY_CONTAINER),
@@ -273,10 +278,18 @@ class LocalTestbed:
         self.backend = wanted
 
     def start_envoy(
-        self, cpu_cores: float, memory_bytes: int | None, concurrency: int, certificate: CertificateFiles | None = None
+        self,
+        cpu_cores: float,
+        memory_bytes: int | None,
+        concurrency: int,
+        certificate: CertificateFiles | None = None,
+        *,
+        extra_routes: int = 0,
+        overload: envoy.Overload | None = None,
     ) -> None:
         """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod; with a certificate,
-        Envoy also terminates TLS on `ports.gateway_tls`."""
+        Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more virtual hosts and `overload`
+        manager settings go into its bootstrap."""
         if not self.backend:
             raise PlatformError("start the backend before Envoy")
         self._remove(ENVOY_POD)
@@ -289,14 +302,15 @@ class LocalTestbed:
             upstream_ports=tuple(r.port for r in self.backend),
             host_header=self.host_header,
             tls=tls,
+            extra_routes=extra_routes,
+            overload=overload,
         )
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
         entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
         entry.cgroup.set_cpu_limit(cpu_cores)
         entry.cgroup.set_memory_limit(memory_bytes)
-        process = self._run(
-            ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, envoy.command(binaries.envoy(), config, concurrency)
-        )
+        argv = envoy.command(binaries.envoy(), config, concurrency)
+        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, argv, nofile=nofile_limit(NOFILE))
         wait_until(
             http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"),
             what="Envoy",
@@ -333,7 +347,14 @@ class LocalTestbed:
             master_port=self.ports.locust_master,
             bind_host=LOOPBACK,
         )
-        master = self._run(MASTER_POD, BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent)
+        master = self._run(
+            MASTER_POD,
+            BACKEND_NAMESPACE,
+            "locust",
+            local_command(args),
+            cwd=setup.locustfile.parent,
+            nofile=nofile_limit(NOFILE),
+        )
         ready = http_ok(f"{self.locust_url}{READY_PATH}")
         wait_until(ready, what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
 
