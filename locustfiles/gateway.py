@@ -158,6 +158,12 @@ class FastGatewayUser(PacedUser, FastHttpUser):
     connection_timeout = CONNECT_TIMEOUT_S
     network_timeout = NETWORK_TIMEOUT_S
 
+    def default_host_header(self) -> str:
+        """The gateway's Host header: over TLS also the SNI, which selects Envoy's filter chain for that name
+        (the gateway's URL names an address, such as a Service's ClusterIP or 127.0.0.1, and an address is
+        never sent as SNI)."""
+        return str(parsed_options(self.environment).host_header)
+
     def on_start(self) -> None:
         options = parsed_options(self.environment)
         self._path = options.request_path
@@ -176,6 +182,12 @@ class LeanGatewayUser(PacedUser, LeanHttpUser):
 
     connection_timeout = CONNECT_TIMEOUT_S
     network_timeout = NETWORK_TIMEOUT_S
+
+    def default_host_header(self) -> str:
+        """The gateway's Host header: over TLS also the SNI, which selects Envoy's filter chain for that name
+        (the gateway's URL names an address, such as a Service's ClusterIP or 127.0.0.1, and an address is
+        never sent as SNI)."""
+        return str(parsed_options(self.environment).host_header)
 
     def on_start(self) -> None:
         options = parsed_options(self.environment)

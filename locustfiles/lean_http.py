@@ -198,8 +198,12 @@ class LeanHttpUser(User):
             raise LocustError("You must specify the base host: --host, the web UI, or the class's `host`")
         self.client = LeanHttpClient(
             self.host, environment.events.request, connect_timeout_s=self.connection_timeout,
-            read_timeout_s=self.network_timeout, verify_tls=not self.insecure,
+            read_timeout_s=self.network_timeout, verify_tls=not self.insecure, host_header=self.default_host_header(),
         )  # fmt: skip
+
+    def default_host_header(self) -> str | None:
+        """The client's Host header, and over TLS the server name (SNI) it offers; None: the host's."""
+        return None
 
     def on_stop(self) -> None:
         self.client.close()

@@ -563,8 +563,6 @@ class Scenario(_Model):
                 raise ValueError(
                     f"profiles[{index}] ({profile.name}): a new connection per request needs load.client: lean"
                 )
-            if profile.tls and self.platform == "kubernetes":
-                raise ValueError(f"profiles[{index}] ({profile.name}): TLS profiles run on the local platform only")
         return self
 
     @model_validator(mode="after")

@@ -10,18 +10,21 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+import time
 import urllib.error
 import urllib.request
 
 import pytest
-from cluster_testing import ENVOY, PROMETHEUS, STATE
+from cluster_testing import ENVOY, PROMETHEUS, STATE, scenario_file
 from kubernetes import client
 from sizer_testing import run_sizer
 
+from runner.cli import EXIT_INCOMPLETE
 from runner.errors import UsageError
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import call, connect
 from runner.platforms.kubernetes.loadgen import MANAGED_BY
+from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")
@@ -83,6 +86,54 @@ def test_kubernetes_sweep_as_the_runner_account_finds_the_knees_and_puts_the_gat
         client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest"),
     ):
         assert [o.metadata.name for o in listed.items] == []
+
+
+# One Envoy limit, a short schedule: the TLS profiles each get a knee in a few minutes. body-1000 is a size
+# the test bed does not serve: that configuration fails at once, with the line naming it.
+PROFILE_SCHEDULE = {"envoy.cpu": [0.3], "load.step_seconds": 8, "load.warmup_seconds": 3, "load.max_steps": 8}
+PROFILES = ["plain", "tls", "tls-new-connection", "body-16k", "body-1000"]
+
+
+@pytest.mark.timeout(2400)
+def test_tls_and_body_profiles_as_the_runner_account_get_knees_and_leave_no_secret_or_proxy(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    scenario = scenario_file(tmp_path, profiles=PROFILES, **PROFILE_SCHEDULE)
+    started = time.monotonic()
+    result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path), timeout=2000,
+                       env={"KUBECONFIG": str(runner_kubeconfig)})  # fmt: skip
+    took = time.monotonic() - started
+    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
+    configs = {c["profile"]["name"]: c for c in summary["configs"]}
+    steps = {name: [(round(s["rps"]), f"{s['cpu_utilization_mean']:.0%}", _per_request(s)) for s in c["steps"]]
+             for name, c in configs.items()}  # fmt: skip
+    print(f"\nsweep took {took:.0f} s; per profile (RPS, CPU, new connections per request): {steps}")
+    assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]  # body-1000 failed, as it should
+    assert summary["status"] == "partial" and list(configs) == PROFILES, summary["reason"]
+    for name in ("plain", "tls", "tls-new-connection", "body-16k"):
+        assert configs[name]["status"] == "saturated", (name, configs[name]["reason"], steps[name])
+    assert configs["body-1000"]["status"] == "failed" and configs["body-1000"]["steps"] == []
+    assert configs["body-1000"]["reason"].startswith(
+        "the backend does not serve 1,000-byte bodies: GET /size/1000 with Host external.nginx through the gateway"
+        " got HTTP 404"
+    ), configs["body-1000"]["reason"]
+    # Envoy counted one new connection per request for tls-new-connection, next to none for the keep-alive ones
+    below = {name: [s for s in configs[name]["steps"] if s["cpu_utilization_mean"] < 0.9] for name in configs}
+    assert all(0.95 <= _per_request(s) <= 1.05 for s in below["tls-new-connection"]), steps["tls-new-connection"]
+    assert all(_per_request(s) < 0.05 for name in ("plain", "tls", "body-16k") for s in below[name]), steps
+    knees = {name: configs[name]["knee"]["rps"] for name in ("plain", "tls", "tls-new-connection")}
+    assert knees["tls-new-connection"] < knees["tls"] / 2, knees  # a full handshake per request costs the most
+    # the run's Secret and HTTPProxy are gone; the test bed's HTTPProxy is all that is left
+    selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+    assert admin.core.list_namespaced_secret("gateway-loadtest", label_selector=selector).items == []
+    proxies = admin.custom.list_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL)["items"]
+    assert [p["metadata"]["name"] for p in proxies] == ["nginx"]
+
+
+def _per_request(step: dict) -> float:
+    """New connections Envoy accepted per request it served, in one window."""
+    return step["envoy_cx_rate"] / step["envoy_rps"] if step.get("envoy_cx_rate") and step["envoy_rps"] else 0.0
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 
 import pytest
@@ -58,11 +59,14 @@ def test_kubeconform_rejects_a_misspelt_httpproxy_field(built_tools):
 
 
 def _essentials(doc: dict) -> tuple[tuple[str, str], dict]:
-    """An object without what differs by tooling alone: labels, namespace, the chart's checksum annotation."""
+    """An object without what differs by tooling alone: labels, namespace, the chart's checksum annotation,
+    the line breaks kustomize puts into base64 (binaryData compared as bytes)."""
     meta = doc["metadata"]
     meta.pop("labels", None)
     meta.pop("namespace", None)
     doc.get("spec", {}).get("template", {}).get("metadata", {}).pop("annotations", None)
+    if "binaryData" in doc:
+        doc["binaryData"] = {key: base64.b64decode(value) for key, value in doc["binaryData"].items()}
     return (doc["kind"], meta["name"]), doc
 
 
@@ -71,6 +75,9 @@ def test_plain_backend_manifests_are_the_chart_with_default_values(built_tools):
         [str(built_tools["helm"]), "template", "gateway-loadtest", str(REPO / "charts/gateway-loadtest")], timeout=120
     ).stdout
     from_chart = dict(_essentials(d) for d in yaml.safe_load_all(rendered) if d)
-    plain = (K8S / "manifests/backend/backend.yaml").read_text()
+    plain = run([str(built_tools["kubectl"]), "kustomize", str(K8S / "manifests/backend")], timeout=120).stdout
     from_plain = dict(_essentials(d) for d in yaml.safe_load_all(plain) if d and d["kind"] != "Namespace")
     assert from_plain == from_chart
+    bodies = from_plain[("ConfigMap", "nginx-bodies")]["binaryData"]
+    assert {key: len(body) for key, body in bodies.items()} == {"body-1024": 1024, "body-16384": 16384,
+                                                               "body-262144": 262144}  # fmt: skip

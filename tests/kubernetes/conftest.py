@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from apiserver import ApiServer, built, start_apiserver
-from kubernetes import utils
+from apiserver import ApiServer, built, start_apiserver, wait_for
+from kubernetes import client, utils
 
 from runner.platforms.kubernetes.connection import Cluster, connect
 
@@ -31,7 +31,18 @@ def admin(apiserver: ApiServer) -> Cluster:
     for name in NAMESPACES:
         cluster.core.create_namespace({"metadata": {"name": name}})
     crds = built("contour-module") / "examples" / "contour" / "01-crds.yaml"
-    utils.create_from_yaml(cluster.api, yaml_objects=[d for d in yaml.safe_load_all(crds.read_text()) if d])
+    objects = [d for d in yaml.safe_load_all(crds.read_text()) if d]
+    utils.create_from_yaml(cluster.api, yaml_objects=objects)
+    extensions = client.ApiextensionsV1Api(cluster.api)
+
+    def established() -> bool:  # until then the API server answers their resources with 404
+        for crd in objects:
+            conditions = extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for(established, timeout_s=30)
     return cluster
 
 

@@ -54,7 +54,10 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     assert names.master == "locust-master-" + names.master.rsplit("-", 1)[1] and len(names.master) == 22
 
     files = admin.core.read_namespaced_config_map(names.configmap, namespace).data
-    assert {"gateway.py", "gateway_sizer_stats.py", "connection_holder.py", "route_probe.py"} <= set(files)
+    assert {
+        "gateway.py", "gateway_sizer_stats.py", "gateway_sizer_fetch.py", "lean_http.py",
+        "connection_holder.py", "route_probe.py",
+    } <= set(files)
     assert files["gateway.py"] == LOCUSTFILE.read_text()
 
     master = admin.apps.read_namespaced_deployment(names.master, namespace)
@@ -63,7 +66,8 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     container = master.spec.template.spec.containers[0]
     assert container.args[:2] == [
         "-f",
-        "/home/locust/locustfiles/gateway.py,/home/locust/locustfiles/gateway_sizer_stats.py",
+        "/home/locust/locustfiles/gateway.py,/home/locust/locustfiles/gateway_sizer_stats.py,"
+        "/home/locust/locustfiles/gateway_sizer_fetch.py",  # the master's GET through the gateway
     ]
     assert "--master" in container.args and container.args[-1] == "LeanGatewayUser"
     assert container.args[container.args.index("--host") + 1] == "http://envoy.projectcontour.svc.cluster.local"

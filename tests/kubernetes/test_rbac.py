@@ -18,10 +18,14 @@ from runner.platforms.kubernetes.lease import GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import LocustDeployment, create_locust
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.platform import KubernetesPlatform
+from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION, GatewayTls, object_name
 from runner.scenario import WorkloadRef, parse_scenario
 
 pytestmark = pytest.mark.kubernetes
 RBAC = PROJECT_ROOT / "k8s" / "manifests" / "rbac"
+TESTBED_PROXY = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HTTPProxy", "metadata": {"name": "nginx"},
+                 "spec": {"virtualhost": {"fqdn": "external.nginx"},
+                          "routes": [{"services": [{"name": "nginx", "port": 80}]}]}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +44,9 @@ def runner_account(admin, apiserver, tmp_path_factory):
     create(admin, workload("Deployment", "gateway-loadtest", "nginx", {"nginx": {}}))
     create(admin, workload("DaemonSet", "kube-system", "other", {"other": {}}))
     create(admin, workload("Deployment", "projectcontour", "other", {"other": {}}))
+    admin.custom.create_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL, TESTBED_PROXY)
+    admin.core.create_namespaced_secret("gateway-loadtest", {"metadata": {"name": "someone-elses"},
+                                                             "stringData": {"password": "x"}})  # fmt: skip
     token = service_account_token(admin, "gateway-loadtest", "gateway-sizer")
     path = kubeconfig_for_token(apiserver, token, tmp_path_factory.mktemp("sa") / "kubeconfig")
     yield connect(str(path))
@@ -53,6 +60,8 @@ def runner_account(admin, apiserver, tmp_path_factory):
         (admin.apps.delete_namespaced_daemon_set if kind == "DaemonSet" else admin.apps.delete_namespaced_deployment)(
             name, ns
         )
+    admin.custom.delete_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL, "nginx")
+    admin.core.delete_namespaced_secret("someone-elses", "gateway-loadtest")
 
 
 def test_the_runner_account_patches_the_gateway_and_scales_the_backend(runner_account):
@@ -120,6 +129,33 @@ def test_the_runner_account_creates_and_deletes_the_locust_objects(runner_accoun
     assert changes.created == []
 
 
+def test_the_runner_account_makes_and_removes_the_tls_objects_and_reads_no_secret(runner_account, admin, tmp_path):
+    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]},
+                               "profiles": ["plain", "tls", "tls-ecdsa"]})  # fmt: skip
+    # a killed run's objects first: the next run finds them by label and deletes them, Secrets unread
+    (tmp_path / "killed").mkdir()
+    GatewayTls(scenario, "killed-run", ClusterChanges(tmp_path / "killed" / "originals.json")).create(runner_account)
+    changes = ClusterChanges(tmp_path / "originals.json")
+    tls = GatewayTls(scenario, "rbac-run", changes)
+    tls.create(runner_account)
+    made = [object_name("rbac-run", key) for key in ("rsa-2048", "ecdsa-p256")]
+    killed = [object_name("killed-run", key) for key in ("rsa-2048", "ecdsa-p256")]
+    secrets = {s.metadata.name for s in admin.core.list_namespaced_secret("gateway-loadtest").items}
+    assert set(made) <= secrets and not set(killed) & secrets
+    with pytest.raises(UsageError, match="forbidden"):  # not even the Secret it made
+        call("read a Secret", runner_account.core.read_namespaced_secret, made[0], "gateway-loadtest")
+    for name in made:  # Contour's part, done by hand here
+        admin.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "gateway-loadtest", PLURAL, name,
+                                                           {"status": {"currentStatus": "valid"}})  # fmt: skip
+    tls.wait_valid(runner_account, timeout_s=5)
+    undo(runner_account, changes, timeout_s=1, wait=False)
+    assert changes.created == []
+    secrets = {s.metadata.name for s in admin.core.list_namespaced_secret("gateway-loadtest").items}
+    proxies = admin.custom.list_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL)["items"]
+    assert "someone-elses" in secrets and not set(made) & secrets
+    assert [p["metadata"]["name"] for p in proxies] == ["nginx"]
+
+
 CLUSTER_ADMIN_FOR_THE_RUNNER = {
     "metadata": {"name": "x"},
     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
@@ -143,6 +179,49 @@ def _lease_body(name: str) -> dict:
             lambda c: wl.set_resources(c, wl.Workload("Deployment", "projectcontour", "other", "other"), {}),
         ),
         ("read Secrets", lambda c: call("list secrets", c.core.list_namespaced_secret, "gateway-loadtest")),
+        (
+            "read a Secret it did not create",
+            lambda c: call("read", c.core.read_namespaced_secret, "someone-elses", "gateway-loadtest"),
+        ),
+        (
+            "watch Secrets",
+            lambda c: call("watch", c.core.list_namespaced_secret, "gateway-loadtest", watch=True, timeout_seconds=1),
+        ),
+        (
+            "change a Secret",
+            lambda c: call(
+                "patch",
+                c.core.patch_namespaced_secret,
+                "someone-elses",
+                "gateway-loadtest",
+                {"metadata": {"labels": {"x": "y"}}},
+            ),
+        ),
+        (
+            "change the test bed's HTTPProxy",
+            lambda c: call(
+                "patch",
+                c.custom.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                "gateway-loadtest",
+                PLURAL,
+                "nginx",
+                {"metadata": {"labels": {"x": "y"}}},
+            ),
+        ),
+        (
+            "create an HTTPProxy in projectcontour",
+            lambda c: call(
+                "create",
+                c.custom.create_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                "projectcontour",
+                PLURAL,
+                {**TESTBED_PROXY, "metadata": {"name": "x"}},
+            ),
+        ),
         ("read Secrets elsewhere", lambda c: call("list secrets", c.core.list_namespaced_secret, "projectcontour")),
         ("list pods in another namespace", lambda c: call("list pods", c.core.list_namespaced_pod, "kube-system")),
         (

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import Reply, ok, run_driver
+from .helpers import REPO, Reply, ok, run_driver
 
 PAGE_BYTES = 615  # runner.platforms.local.nginx.PAGE, served at /
 CHUNKED_LOCATIONS = """
@@ -223,3 +224,17 @@ def test_event_names_urls_and_lengths(scripted_server):
     (event,) = run_driver(server.url, [{"path": "/p", "name": "named"}])
     assert (event["request_type"], event["name"], event["response_length"]) == ("GET", "named", 3)
     assert event["url"] == f"{server.url}/p" and event["response_time"] > 0
+
+
+def test_every_tls_connection_of_a_process_shares_one_context_and_no_ca_store_unless_verifying():
+    """One context per user loaded the system's CA store each time (~0.8 MB): 250 TLS users ran a 256Mi
+    Locust worker on the one-machine cluster out of memory."""
+    code = (
+        "from lean_http_wire import tls_context\n"
+        "lax, strict = tls_context(verify=False), tls_context(verify=True)\n"
+        "print(lax is tls_context(verify=False), strict is tls_context(verify=True),"
+        " lax.cert_store_stats()['x509_ca'], strict.cert_store_stats()['x509_ca'] > 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO / "locustfiles", capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert done.stdout.split() == ["True", "True", "0", "True"], done.stderr

@@ -81,7 +81,6 @@ def test_profiles_are_an_axis_and_plain_keys_stay_as_before():
     [
         (Overrides(profiles="tls,tls"), "profile tls is listed twice"),
         (Overrides(profiles="new-connection", client="fasthttp"), "needs load.client: lean"),
-        (Overrides(profiles="tls", platform="kubernetes"), "TLS profiles run on the local platform only"),
         (Overrides(profiles="gzip"), "'gzip' is not a profile name"),
     ],
 )

@@ -51,6 +51,11 @@ class Cluster:
     apps: client.AppsV1Api
     host: str
 
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        """The API of custom resources (Contour's HTTPProxy)."""
+        return client.CustomObjectsApi(self.api)
+
     def client(self) -> RetryingClient:
         """An HTTP client authenticated like the API client (for service-proxy URLs), retrying transient
         failures and renewing an expired bearer token on a 401."""

@@ -32,6 +32,7 @@ from runner.locust import (
     user_class,
     worker_args,
 )
+from runner.paths import LOCUSTFILE_DIR
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges, delete_created
@@ -42,6 +43,18 @@ from runner.scenario import Scenario
 MASTER = "locust-master"  # each name is followed by the run's hash: locust-master-1a2b3c4d
 WORKER = "locust-worker"
 CONFIGMAP = "gateway-sizer-locustfiles"
+FETCH_EXTENSION = "gateway_sizer_fetch.py"  # the master's GET through the gateway (gateway_check.py)
+# Shipped from locustfiles/ whatever folder the scenario's locustfile is in: the master's extensions and
+# the lean client they use.
+EXTENSION_MODULES = (
+    STATS_EXTENSION,
+    FETCH_EXTENSION,
+    "connection_holder.py",
+    "route_probe.py",
+    "plain_http.py",
+    "lean_http.py",
+    "lean_http_wire.py",
+)
 COMPONENT_LABEL = "app.kubernetes.io/name"
 RUN_LABEL = "gateway-sizer/run"
 GATEWAY_LABEL = "gateway-sizer/gateway"  # a hash of the gateway's namespace/name
@@ -119,12 +132,15 @@ class LocustDeployment:
             **MANAGED_BY,
         }
 
-    def _files(self) -> str:
-        return f"{MOUNT}/{self.locustfile.name},{MOUNT}/{STATS_EXTENSION}"
+    def _files(self, *extensions: str) -> str:
+        return ",".join(f"{MOUNT}/{name}" for name in (self.locustfile.name, STATS_EXTENSION, *extensions))
 
     def configmap(self) -> dict[str, Any]:
+        """The locustfile's folder, and the master's extensions with the modules they import."""
         folder = self.locustfile.parent
         data = {p.name: p.read_text() for p in sorted(folder.glob("*.py"))}
+        for name in EXTENSION_MODULES:
+            data.setdefault(name, (LOCUSTFILE_DIR / name).read_text())
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -171,7 +187,7 @@ class LocustDeployment:
         }
 
     def master(self) -> dict[str, Any]:
-        args = master_args(self._files(), self.user_class, self.gateway_url, self.options)
+        args = master_args(self._files(FETCH_EXTENSION), self.user_class, self.gateway_url, self.options)
         ports = [{"name": "web", "containerPort": WEB_PORT}, {"name": "master", "containerPort": MASTER_PORT}]
         probe = {"httpGet": {"path": READY_PATH, "port": "web"}, "periodSeconds": 2}
         pod = self._pod(MASTER, args, resources_for(0.5, 512 * 2**20, guaranteed=False), ports)
@@ -321,7 +337,7 @@ class ClusterLocust:
                 record = {"kind": kind, "namespace": ns, "name": name}
                 with contextlib.suppress(NotFoundError):
                     delete_created(cluster, record)
-                _wait_gone(functools.partial(call, "read", read, name, ns), f"{kind} {ns}/{name}")
+                wait_gone(functools.partial(call, "read", read, name, ns), f"{kind} {ns}/{name}")
                 if record in self.changes.created:
                     self.changes.created.remove(record)
                     self.changes.save()
@@ -329,7 +345,8 @@ class ClusterLocust:
         return deleted
 
 
-def _wait_gone(read: Callable[[], object], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
+def wait_gone(read: Callable[[], object], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
+    """Return once `read` raises NotFoundError; PlatformError naming `what` after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:

@@ -1,9 +1,10 @@
 """What a run changed in a cluster, saved in its run directory before the first change.
 
 `gateway-sizer restore <run>` reads it to undo a run that was killed too hard to clean up after itself:
-original container resources, Envoy's args and replica counts go back, and the Locust objects the run
-created go away. A resumed run loads the file its first attempt wrote, so the originals it restores are
-the ones from before any change, never values that run had already patched.
+original container resources, Envoy's args and replica counts go back, and the objects the run created
+(Locust's, and the TLS profiles' Secret and HTTPProxy) go away. A resumed run loads the file its first
+attempt wrote, so the originals it restores are the ones from before any change, never values that run
+had already patched.
 
 Each workload a run changes also carries the annotation `gateway-sizer/changed-by: <run>` (workloads.py)
 until its originals are back, so another run refuses to start on a gateway that still has them.
@@ -16,9 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
-from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
+from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.workloads import (
     Workload,
     scale,
@@ -30,6 +33,8 @@ from runner.platforms.kubernetes.workloads import (
 FILE_NAME = "kubernetes-originals.json"
 # Every object gateway-sizer creates carries these; nothing without them is ever deleted.
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gateway-sizer", "app.kubernetes.io/part-of": "gateway-sizer"}
+# Contour's HTTPProxy, a custom resource: (group, version, plural) for the CustomObjectsApi.
+HTTPPROXY = ("projectcontour.io", "v1", "httpproxies")
 
 
 @dataclass
@@ -55,7 +60,7 @@ class ClusterChanges:
 
     path: Path
     originals: list[Original] = field(default_factory=list)
-    created: list[dict[str, str]] = field(default_factory=list)  # {"kind", "namespace", "name"}
+    created: list[dict[str, str]] = field(default_factory=list)  # {"kind", "namespace", "name"[, "uid"]}
 
     @property
     def run_id(self) -> str:
@@ -174,18 +179,45 @@ class NotOursError(SizerError):
 
 def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
     """Delete an object a run created, after checking it carries gateway-sizer's managed-by labels
-    (NotOursError otherwise: a file edited by hand, or a name taken by someone else since)."""
+    (NotOursError otherwise: a file edited by hand, or a name taken by someone else since).
+
+    A Secret cannot be checked that way: the runner's RBAC reads no Secret. It is deleted with the uid
+    its create returned as a precondition (a Secret of that name made since by someone else stays); when
+    that answer was lost (a kill between the create and the save), by name alone, which carries the run's
+    hash and was recorded before the create."""
     kind, namespace, name = created["kind"], created["namespace"], created["name"]
+    what = f"{kind} {namespace}/{name}"
+    if kind == "Secret":
+        _delete_secret(cluster, namespace, name, created.get("uid"))
+        return
+    if kind == "HTTPProxy":
+        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, *HTTPPROXY[:2], namespace,
+                          HTTPPROXY[2], name)  # fmt: skip
+        _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
+        call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, *HTTPPROXY[:2], namespace,
+             HTTPPROXY[2], name, propagation_policy="Background")  # fmt: skip
+        return
     api = {
         "Deployment": (cluster.apps.read_namespaced_deployment, cluster.apps.delete_namespaced_deployment),
         "Service": (cluster.core.read_namespaced_service, cluster.core.delete_namespaced_service),
         "ConfigMap": (cluster.core.read_namespaced_config_map, cluster.core.delete_namespaced_config_map),
     }
     if kind not in api:
-        raise NotOursError(f"left {kind} {namespace}/{name} alone: gateway-sizer creates no {kind}")
+        raise NotOursError(f"left {what} alone: gateway-sizer creates no {kind}")
     read, delete = api[kind]
-    obj: Any = call(f"read {kind} {namespace}/{name}", read, name, namespace)
-    labels = obj.metadata.labels or {}
+    obj: Any = call(f"read {what}", read, name, namespace)
+    _check_ours(what, obj.metadata.labels or {})
+    call(f"delete {what}", delete, name, namespace, propagation_policy="Background")
+
+
+def _check_ours(what: str, labels: dict[str, str]) -> None:
     if any(labels.get(key) != value for key, value in MANAGED_BY.items()):
-        raise NotOursError(f"left {kind} {namespace}/{name} alone: it lacks gateway-sizer's managed-by labels")
-    call(f"delete {kind} {namespace}/{name}", delete, name, namespace, propagation_policy="Background")
+        raise NotOursError(f"left {what} alone: it lacks gateway-sizer's managed-by labels")
+
+
+def _delete_secret(cluster: Cluster, namespace: str, name: str, uid: str | None) -> None:
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+    try:
+        call(f"delete Secret {namespace}/{name}", cluster.core.delete_namespaced_secret, name, namespace, body=options)
+    except ConflictError:  # the uid precondition failed: the Secret of that name is another one
+        raise NotOursError(f"left Secret {namespace}/{name} alone: it is not the one this run created") from None

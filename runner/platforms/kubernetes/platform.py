@@ -4,6 +4,8 @@ One run per gateway: the run holds the gateway's Lease while it runs (lease.py).
 recorded in the run directory before the change (see originals.py), each changed workload is annotated
 with the run, and all of it is undone on exit, on Ctrl-C and on failure; `gateway-sizer restore <run>`
 undoes a run that was killed hard, and a new run refuses a gateway that still carries another's changes.
+Traffic profiles: TLS profiles go to a Secret and HTTPProxy the run creates (tls.py), and before a TLS or
+body profile is measured, a GET through the gateway checks that it is served (gateway_check.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kubernetes import client
 
 from runner.errors import PlatformError, UnreachableError, UsageError
 from runner.http import is_redacted, redact_url
-from runner.locust import WEB_PORT, LocustMaster
+from runner.locust import WEB_PORT, LoadTarget, LocustMaster
 from runner.measure import Capacities
 from runner.metrics import Metrics, Selector, Selectors
 from runner.plan import Configuration
@@ -23,12 +25,15 @@ from runner.platforms.base import Endpoints, Platform
 from runner.platforms.kubernetes import nodes as nodefacts
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
+from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
 from runner.platforms.kubernetes.loadgen import ClusterLocust
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
+from runner.platforms.kubernetes.tls import GatewayTls, tls_url
 from runner.platforms.kubernetes.workloads import Workload
+from runner.profiles import TrafficProfile
 from runner.quantities import format_cpu
-from runner.scenario import Scenario
+from runner.scenario import LoadSpec, Scenario
 
 
 class KubernetesPlatform(Platform):
@@ -53,6 +58,7 @@ class KubernetesPlatform(Platform):
         self._locust: LocustMaster | None = None
         self._metrics: Metrics | None = None
         self.loadgen = ClusterLocust(scenario, run_dir.name, self.changes)
+        self.tls = GatewayTls(scenario, run_dir.name, self.changes)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -60,7 +66,9 @@ class KubernetesPlatform(Platform):
         self.cluster = cluster = connect(k8s.kubeconfig, k8s.context)
         self.claim(cluster)
         self._metrics = self._connect_prometheus(cluster)
+        self.tls.create(cluster)  # Contour programs it while Locust starts
         self._locust = self.loadgen.start(cluster)
+        self.tls.wait_valid(cluster)
 
     def claim(self, cluster: Cluster) -> None:
         """Find the workloads, take the gateway's Lease (one line naming the holder when another run is on
@@ -110,6 +118,24 @@ class KubernetesPlatform(Platform):
         for workload in self.patch(config):
             workloads.wait_rolled_out(cluster, workload, self.scenario.kubernetes.rollout_timeout_s)
         self._check_envoy_limit(cluster, config)
+        self._check_served(config.profile)
+
+    def _check_served(self, profile: TrafficProfile) -> None:
+        """Through the gateway: a TLS profile's virtual host answers, a body profile's file has its size."""
+        load = self.scenario.load
+        target = self.target(profile, load)
+        if profile.tls:
+            wait_served(self.locust, LoadTarget(target.url, target.host_header, "/"))
+        if profile.body_bytes is not None:
+            check_body(self.locust, target, profile.body_bytes, load.accept_encoding)
+
+    def target(self, profile: TrafficProfile, load: LoadSpec) -> LoadTarget:
+        """TLS profiles go to port 443 of the gateway's host, with the run's TLS proxy's fqdn as Host (and so
+        as SNI); the rest as on any platform."""
+        if not profile.tls:
+            return super().target(profile, load)
+        url = tls_url(self.scenario.kubernetes.gateway_url)
+        return LoadTarget(url, self.tls.fqdn(profile.tls_key), profile.path(load.path), profile.new_connection)
 
     def patch(self, config: Configuration) -> list[Workload]:
         """Give the workloads the configuration's resources, args and replicas, each change recorded (and

@@ -1,0 +1,296 @@
+"""The TLS traffic profiles on Kubernetes: per certificate key type, a Secret and a root HTTPProxy that the
+run creates and removes.
+
+Contour terminates TLS for an HTTPProxy whose `virtualhost.tls.secretName` names a `kubernetes.io/tls`
+Secret of its namespace. Two root HTTPProxies may not claim one fqdn, so the run's proxy has its own:
+`tls.<host>` (RSA-2048) or `tls-ecdsa.<host>` (ECDSA P-256), <host> being the scenario's Host header. It
+routes `/` to the Services that the test bed's HTTPProxy for <host> routes to (read from it, not assumed),
+in that proxy's namespace, with its ingress class. The certificate is made for the fqdn
+(runner/certificates.py).
+
+Each object is named per run (`gateway-sizer-tls-rsa-2048-1a2b3c4d`), labelled like the run's Locust
+objects, recorded in the run's ClusterChanges before it is created, and deleted by undo and restore
+(originals.delete_created). With the gateway's Lease held, other TLS proxies labelled with the gateway are
+a killed run's leftovers: they are deleted first (with their Secrets), as they would claim the same fqdn.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from runner.certificates import pem_pair
+from runner.errors import PlatformError, UsageError
+from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.loadgen import (
+    COMPONENT_LABEL,
+    GATEWAY_LABEL,
+    RUN_LABEL,
+    gateway_key,
+    label_value,
+    run_hash,
+    wait_gone,
+)
+from runner.platforms.kubernetes.originals import HTTPPROXY, MANAGED_BY, ClusterChanges, NotOursError, delete_created
+from runner.profiles import TlsKey, TrafficProfile
+from runner.scenario import Scenario
+
+COMPONENT = "gateway-sizer-tls"  # the value of COMPONENT_LABEL, and the start of every object's name
+FQDN_LABELS: dict[TlsKey, str] = {"rsa-2048": "tls", "ecdsa-p256": "tls-ecdsa"}  # tls.<host>, tls-ecdsa.<host>
+VALID_TIMEOUT_S = 120.0  # for Contour to mark the proxies valid
+POLL_S = 1.0
+MAX_FQDN = 253
+GROUP, VERSION, PLURAL = HTTPPROXY
+
+
+def host_of(host_header: str) -> str:
+    """The host name of a Host header (the scenario's is a host name with an optional :port)."""
+    return host_header.rsplit(":", 1)[0].lower()
+
+
+def fqdn_for(host_header: str, key: TlsKey) -> str:
+    """The TLS proxy's own fqdn for a key type: `tls.<host>` or `tls-ecdsa.<host>`."""
+    name = f"{FQDN_LABELS[key]}.{host_of(host_header)}"
+    if len(name) > MAX_FQDN:
+        raise UsageError(
+            f"load.host_header is too long for the TLS profiles' fqdn {name[:40]}... ({len(name)} > {MAX_FQDN})",
+            f"use a host name of at most {MAX_FQDN - len(FQDN_LABELS[key]) - 1} characters",
+        )
+    return name
+
+
+def tls_url(gateway_url: str) -> str:
+    """Where TLS profiles send: port 443 of the gateway URL's host (Contour's Envoy Service: 443 -> 8443)."""
+    host = urlsplit(gateway_url).hostname or ""
+    return f"https://[{host}]" if ":" in host else f"https://{host}"
+
+
+def object_name(run_id: str, key: TlsKey) -> str:
+    """The Secret's and the HTTPProxy's name: `gateway-sizer-tls-<key type>-<run hash>`."""
+    return f"{COMPONENT}-{key}-{run_hash(run_id)}"
+
+
+def key_types(profiles: Iterable[TrafficProfile]) -> tuple[TlsKey, ...]:
+    """The certificate key types the TLS profiles need, in the order they first appear."""
+    return tuple(dict.fromkeys(p.tls_key for p in profiles if p.tls))
+
+
+@dataclass(frozen=True)
+class TestbedRoute:
+    """What the test bed's HTTPProxy for the Host header routes `/` to, and where it lives."""
+
+    namespace: str
+    proxy: str
+    services: list[dict[str, Any]]
+    ingress_class: str | None = None
+
+
+def _routes_root(route: dict[str, Any]) -> bool:
+    """A route with no conditions, or a prefix `/` condition, matches every path."""
+    conditions = route.get("conditions") or []
+    return not conditions or any(c.get("prefix") == "/" for c in conditions)
+
+
+def find_route(cluster: Cluster, namespace: str, host: str) -> TestbedRoute:
+    """The Services the HTTPProxy in `namespace` whose virtualhost.fqdn is `host` sends `/` to."""
+    found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
+                      GROUP, VERSION, namespace, PLURAL)  # fmt: skip
+    for item in found.get("items", []):
+        spec = item.get("spec") or {}
+        if str((spec.get("virtualhost") or {}).get("fqdn", "")).lower() != host:
+            continue
+        name = item["metadata"]["name"]
+        routes = [r for r in spec.get("routes") or [] if r.get("services")]
+        route = next((r for r in routes if _routes_root(r)), routes[0] if routes else None)
+        if route is None:
+            raise UsageError(
+                f"HTTPProxy {namespace}/{name} for {host} routes to no Service (includes only?)",
+                "TLS profiles copy its routes' services: give it a route to the backend Service",
+            )
+        return TestbedRoute(namespace, name, list(route["services"]), spec.get("ingressClassName"))
+    raise UsageError(
+        f"no HTTPProxy in {namespace} has virtualhost.fqdn {host}: TLS profiles route like it",
+        "apply k8s/manifests/backend (or the chart), or set load.host_header to your HTTPProxy's fqdn",
+    )
+
+
+def secret_manifest(name: str, namespace: str, labels: dict[str, str], certificate: bytes, key: bytes) -> dict:
+    """A `kubernetes.io/tls` Secret holding a PEM certificate and key."""
+    data = {"tls.crt": certificate, "tls.key": key}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "type": "kubernetes.io/tls",
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+def proxy_manifest(name: str, labels: dict[str, str], fqdn: str, route: TestbedRoute) -> dict:
+    """A root HTTPProxy terminating TLS for `fqdn` with the Secret `name`, routing `/` as the test bed does."""
+    spec: dict[str, Any] = {
+        "virtualhost": {"fqdn": fqdn, "tls": {"secretName": name}},
+        "routes": [{"conditions": [{"prefix": "/"}], "services": route.services}],
+    }
+    if route.ingress_class:
+        spec["ingressClassName"] = route.ingress_class
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HTTPProxy",
+        "metadata": {"name": name, "namespace": route.namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def proxy_problem(status: dict[str, Any]) -> str:
+    """An HTTPProxy's status in a few words: `invalid: Secret not found` / `no status yet`."""
+    current = status.get("currentStatus")
+    if not current:
+        return "no status yet"
+    errors = [e.get("message") for c in status.get("conditions") or [] for e in c.get("errors") or []]
+    detail = next((e for e in errors if e), status.get("description"))
+    return f"{current}: {detail}" if detail else str(current)
+
+
+class GatewayTls:
+    """The TLS objects of one run: created at start (leftovers of killed runs removed first), checked
+    valid, removed by the platform's undo."""
+
+    def __init__(self, scenario: Scenario, run_id: str, changes: ClusterChanges) -> None:
+        self.scenario = scenario
+        self.run_id = run_id
+        self.changes = changes
+        self.keys = key_types(scenario.profiles)
+        envoy = scenario.envoy.workload
+        self.gateway = gateway_key(envoy.namespace, envoy.name)
+        self.route: TestbedRoute | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {COMPONENT_LABEL: COMPONENT, RUN_LABEL: label_value(self.run_id), GATEWAY_LABEL: self.gateway,
+                **MANAGED_BY}  # fmt: skip
+
+    def fqdn(self, key: TlsKey) -> str:
+        return fqdn_for(self.scenario.load.host_header, key)
+
+    def create(self, cluster: Cluster) -> None:
+        """For each key type the profiles need: a certificate for its fqdn, the Secret and the HTTPProxy,
+        each recorded before it is created (the proxy first, so that undo deletes it before its Secret)."""
+        if not self.keys:
+            return
+        host = host_of(self.scenario.load.host_header)
+        self.route = route = find_route(cluster, self.scenario.backend.workload.namespace, host)
+        self.remove_leftovers(cluster)
+        for key in self.keys:
+            name, fqdn = object_name(self.run_id, key), self.fqdn(key)
+            certificate, private_key = pem_pair(fqdn, key)
+            self._record("HTTPProxy", route.namespace, name)
+            self._record("Secret", route.namespace, name)
+            self._create_secret(cluster, secret_manifest(name, route.namespace, self.labels, certificate, private_key))
+            self._create_proxy(cluster, proxy_manifest(name, self.labels, fqdn, route))
+
+    def _record(self, kind: str, namespace: str, name: str) -> dict[str, str]:
+        found = self._recorded(kind, namespace, name)
+        if found is not None:
+            return found
+        record = {"kind": kind, "namespace": namespace, "name": name}
+        self.changes.created.append(record)
+        self.changes.save()
+        return record
+
+    def _recorded(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
+        wanted = (kind, namespace, name)
+        return next((c for c in self.changes.created if (c["kind"], c["namespace"], c["name"]) == wanted), None)
+
+    def _create_secret(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            created = call(f"create Secret {namespace}/{name}", cluster.core.create_namespaced_secret, namespace, body)
+        except ConflictError:  # a retried create whose first answer was lost: the name carries this run's hash
+            return
+        record = self._record("Secret", namespace, name)
+        record["uid"] = str(created.metadata.uid)  # undo deletes exactly this Secret (it may not read one)
+        self.changes.save()
+
+    def _create_proxy(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        what = f"HTTPProxy {namespace}/{name}"
+        try:
+            call(f"create {what}", cluster.custom.create_namespaced_custom_object, GROUP, VERSION, namespace,
+                 PLURAL, body)  # fmt: skip
+        except ConflictError:  # there already: ours when a retried create's first attempt got through
+            found: Any = call(f"read {what}", self._reader(cluster, namespace), name)
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
+                self.changes.created.remove(self._record("HTTPProxy", namespace, name))
+                self.changes.save()
+                raise UsageError(f"{what} exists and was not made by this run", "remove it") from None
+
+    @staticmethod
+    def _reader(cluster: Cluster, namespace: str) -> Any:
+        return functools.partial(cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
+
+    def wait_valid(self, cluster: Cluster, timeout_s: float = VALID_TIMEOUT_S) -> None:
+        """Return once Contour has marked every TLS proxy of the run valid; PlatformError at the deadline."""
+        if self.route is None:
+            return
+        namespace = self.route.namespace
+        pending = {object_name(self.run_id, key) for key in self.keys}
+        deadline = time.monotonic() + timeout_s
+        problems: dict[str, str] = {}
+        while True:
+            for name in sorted(pending):
+                found: Any = call(f"read HTTPProxy {namespace}/{name}", self._reader(cluster, namespace), name)
+                status = found.get("status") or {}
+                if status.get("currentStatus") == "valid":
+                    pending.discard(name)
+                else:
+                    problems[name] = proxy_problem(status)
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                name = sorted(pending)[0]
+                raise PlatformError(
+                    f"Contour has not marked HTTPProxy {namespace}/{name} valid in {timeout_s:.0f} s "
+                    f"({problems[name]})",
+                    f"check Contour's log and that it serves namespace {namespace} and its ingress class",
+                )
+            time.sleep(POLL_S)
+
+    def remove_leftovers(self, cluster: Cluster) -> list[str]:
+        """Delete the TLS proxies labelled with this gateway, and their Secrets: with the gateway's Lease
+        held, they are a killed run's (or this run's earlier attempt's). Returns what was deleted."""
+        if self.route is None:
+            return []
+        namespace = self.route.namespace
+        selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
+                                                     COMPONENT_LABEL: COMPONENT}.items())  # fmt: skip
+        found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
+                          GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
+        deleted: list[str] = []
+        for item in found.get("items", []):
+            name = item["metadata"]["name"]
+            secret = (((item.get("spec") or {}).get("virtualhost") or {}).get("tls") or {}).get("secretName")
+            self._delete(cluster, "HTTPProxy", namespace, name)
+            wait_gone(functools.partial(call, "read", self._reader(cluster, namespace), name),
+                      f"HTTPProxy {namespace}/{name}")  # fmt: skip
+            deleted.append(f"HTTPProxy {namespace}/{name}")
+            if secret and secret.startswith(f"{COMPONENT}-"):  # never a Secret gateway-sizer does not name
+                self._delete(cluster, "Secret", namespace, secret)
+                deleted.append(f"Secret {namespace}/{secret}")
+        return deleted
+
+    def _delete(self, cluster: Cluster, kind: str, namespace: str, name: str) -> None:
+        """Delete a leftover (by its record when this run made it, so with a Secret's uid) and forget it."""
+        record = self._recorded(kind, namespace, name) or {"kind": kind, "namespace": namespace, "name": name}
+        with contextlib.suppress(NotFoundError, NotOursError):  # gone already, or not ours: left alone
+            delete_created(cluster, record)
+        if record in self.changes.created:
+            self.changes.created.remove(record)
+            self.changes.save()
