@@ -8,6 +8,7 @@ measured causes before inferred ones. `judge` turns a configuration's findings i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ BACKEND_CPU_LIMIT = 0.90
 FAIL_RATIO_LIMIT = 0.01
 RPS_MISMATCH_LIMIT = 0.05  # client-side vs Envoy-side RPS
 SCRAPE_STAMP_JITTER_S = 0.25  # ... plus this much of a window's length (only windows under 5 s feel it)
-SHORTFALL_LIMIT = 0.05  # achieved below offered by more than this, with Envoy under the threshold
+SHORTFALL_LIMIT = 0.05  # achieved below offered by more than this, with Envoy under the threshold ...
+SHORTFALL_SIGMAS = 3.0  # ... plus this many standard deviations of a Poisson count of the offered requests
 FLAT_GROWTH_OFFERED = 0.20  # offered load grew at least this much ...
 FLAT_GROWTH_ACHIEVED = 0.05  # ... but throughput grew less than this ...
 FLAT_ENVOY_CEILING = 0.80  # ... while Envoy stayed below this utilization
@@ -65,10 +67,18 @@ def backend_saturated(step: Step, previous: Sequence[Step], context: GuardContex
     )
 
 
+def shortfall_limit(step: Step) -> float:
+    """How far below the offered rate a window may fall by chance: SHORTFALL_LIMIT plus SHORTFALL_SIGMAS of
+    the relative spread of a Poisson count of the requests offered in the window (1/sqrt(n)): 450 requests
+    (150 RPS for 3 s) vary by 4.7%, so a fixed 5% would call every sixth short window a shortfall."""
+    expected = (step.target_rps or 0.0) * step.window_s
+    return SHORTFALL_LIMIT + (SHORTFALL_SIGMAS / math.sqrt(expected) if expected > 0 else 0.0)
+
+
 def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
     """The offered rate was not delivered while Envoy still had room."""
     offered = step.target_rps
-    if not offered or step.cpu_utilization_mean >= context.threshold or step.rps >= offered * (1 - SHORTFALL_LIMIT):
+    if not offered or step.cpu_utilization_mean >= context.threshold or step.rps >= offered * (1 - shortfall_limit(step)):
         return None
     return Finding(
         guard="generator-shortfall",

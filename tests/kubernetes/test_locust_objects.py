@@ -55,8 +55,12 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
 
     files = admin.core.read_namespaced_config_map(names.configmap, namespace).data
     assert {
-        "gateway.py", "gateway_sizer_stats.py", "gateway_sizer_fetch.py", "lean_http.py",
-        "connection_holder.py", "route_probe.py",
+        "gateway.py",
+        "gateway_sizer_stats.py",
+        "gateway_sizer_fetch.py",
+        "lean_http.py",
+        "connection_holder.py",
+        "route_probe.py",
     } <= set(files)
     assert files["gateway.py"] == LOCUSTFILE.read_text()
 
