@@ -149,6 +149,15 @@ class ConsoleObserver(SweepObserver):
     def summary(self, summary: RunSummary, run_dir: str) -> None:
         """The reference report's table: Envoy spec, users, RPS, CPU utilization range, knee."""
         self._stop_status()
+        if not summary.configs and summary.memory is not None:  # a memory-only run: its fits, no knee table
+            from runner.report.memory_fit import memory_fits  # scipy: only when there is a model to fit
+
+            fits = memory_fits(summary.memory)
+            self.console.print(f"\n[bold]Run {summary.run_id} ({summary.status})[/]")
+            self.console.print(f"  memory per held connection: {fits.describe_connections()}")
+            self.console.print(f"  memory per 1,000 routes:    {fits.describe_routes()}")
+            self.console.print(f"Results: {run_dir}")
+            return
         table = Table(title=f"Run {summary.run_id} ({summary.status})", show_lines=True)
         for column in ("Envoy", "Users", "RPS", "CPU utilization", "Knee (RPS at threshold)"):
             table.add_column(column, justify="right" if column in ("Users", "RPS") else "left")

@@ -351,10 +351,13 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         return versions.pop(name, None) or "version not recorded"
 
     configs = summary.configs
+    specs = [(c.envoy.cpu_cores, c.envoy.memory, c.envoy.concurrency) for c in configs]
+    if summary.memory is not None:  # the memory experiment's Envoy
+        specs.append((summary.memory.envoy_cpu_cores, summary.memory.envoy_memory, summary.memory.concurrency))
     envoy = (
-        f"{version('envoy')}; CPU limits {_joined(fmt.cpu(c) for c in sorted({c.envoy.cpu_cores for c in configs}))}; "
-        f"memory {_joined(sorted({c.envoy.memory for c in configs}))}; "
-        f"concurrency {_joined(sorted({c.envoy.concurrency for c in configs}))}"
+        f"{version('envoy')}; CPU limits {_joined(fmt.cpu(c) for c in sorted({s[0] for s in specs}))}; "
+        f"memory {_joined(sorted({s[1] for s in specs}))}; "
+        f"concurrency {_joined(sorted({s[2] for s in specs}))}"
     )
     contour = versions.pop("contour", None) or (
         "not used: the local platform programs Envoy as Contour would" if summary.platform == "local" else "-"

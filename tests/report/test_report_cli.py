@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from report_data import THREE_LIMITS_RUN, copy_run, fixture_summary
 from sizer_testing import run_sizer
 
@@ -124,19 +123,6 @@ def test_a_failing_report_does_not_hide_the_sweep_outcome(tmp_path: Path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gateway-sizer: report not written (")
     assert f"run `gateway-sizer report {run_dir}`" in err[0]
-
-
-@pytest.mark.slow
-def test_a_real_sweep_writes_its_report(tmp_path: Path):
-    result = run_sizer("sweep", "--envoy-cpus", "0.3", "--free-ports", "--results", str(tmp_path), timeout=900)
-    assert result.returncode == 0, result.stderr[-2000:]
-    run_dir = (tmp_path / "latest").resolve()
-    assert f"Report: {run_dir / 'report.html'}" in result.stdout
-    md = (run_dir / "report.md").read_text()
-    assert "| Step | Users | Offered RPS | RPS | CPU utilization | p95 | Failures | Analysis |" in md
-    assert "| 300m | 256Mi |" in md and "No sizing rule: " in md  # one CPU limit: no fit, whatever its status
-    assert (run_dir / "report.html").stat().st_size > 50_000  # plots embedded
-    assert len(list((run_dir / "plots").glob("*.png"))) >= 3
 
 
 def test_compare_two_real_runs(tmp_path: Path):

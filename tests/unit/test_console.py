@@ -45,3 +45,17 @@ def test_the_knee_line_says_how_far_it_can_be_trusted(capsys):
     )
     assert lines[1].endswith("(window budget spent)")
     assert lines[2] == "  knee 1,440 RPS, 2,880 per core (interpolated between 2 windows, no interval)"
+
+
+def test_a_memory_only_run_ends_with_its_fits_not_an_empty_knee_table(capsys):
+    from pathlib import Path
+
+    from runner.model import RunSummary
+
+    recorded = Path(__file__).resolve().parent.parent / "report" / "data" / "local-memory" / "summary.json"
+    summary = RunSummary.model_validate_json(recorded.read_text())
+    ConsoleObserver().summary(summary, "results/x")
+    out = capsys.readouterr().out
+    assert "Knee (RPS at threshold)" not in out
+    assert "memory per held connection: 17.9 KiB per connection (95% CI 17.15-18.74, R^2 0.999" in out
+    assert "memory per 1,000 routes:    15.92 MiB per 1,000 routes" in out
