@@ -181,20 +181,20 @@ class ConnectionHolder:
 
     def _keep(self, request: HoldRequest, opening: BoundedSemaphore, generation: int) -> None:
         """One connection: open it, one GET, then a GET every refresh_s until it closes or is released."""
-        host, port = http_target(request.url)
-        raw = get_request(request.path, request.host_header)
-        sock, held = None, False
+        sock, held, raw = None, False, b""
         try:
             try:
+                host, port = http_target(request.url)
+                raw = get_request(request.path, request.host_header)
                 sock = connect(host, port, CONNECT_TIMEOUT_S)
                 self._sockets.add(sock)
                 answer = exchange(sock, raw, EXCHANGE_TIMEOUT_S)
-            except (OSError, ProtocolError) as error:
+            except (OSError, ProtocolError, ValueError) as error:  # ValueError: a URL or header it cannot send
                 self.failed += 1
                 self._error(error)
                 return
             finally:
-                opening.release()
+                opening.release()  # whatever happened, the next connection may open
             self.opened += 1
             self._answered(answer.status)
             if not answer.keep_alive:

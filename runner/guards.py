@@ -78,7 +78,11 @@ def shortfall_limit(step: Step) -> float:
 def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
     """The offered rate was not delivered while Envoy still had room."""
     offered = step.target_rps
-    if not offered or step.cpu_utilization_mean >= context.threshold or step.rps >= offered * (1 - shortfall_limit(step)):
+    if (
+        not offered
+        or step.cpu_utilization_mean >= context.threshold
+        or step.rps >= offered * (1 - shortfall_limit(step))
+    ):
         return None
     return Finding(
         guard="generator-shortfall",

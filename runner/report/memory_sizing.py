@@ -41,6 +41,7 @@ __all__ = [
 CONNECTION_SHARE = 0.90  # held connections may fill the limit up to this share; the rest is for requests
 HEAP_SHARE = 0.95  # Envoy's heap limit, with what lives outside the heap, stays within this share
 HEAP_STEP_BYTES = MIB  # heap limits are rounded down to whole MiB
+HEAP_STOP_SHARE = 0.98  # at this share of its heap limit Envoy stops accepting requests
 MAX_RECOMMEND_CONNECTIONS = 100_000_000  # recommend --connections
 MAX_RECOMMEND_ROUTES = 10_000_000  # recommend --routes
 MEMORY_HINT = (
@@ -142,7 +143,11 @@ def recommend_memory(
     fit = fits.connections
     per_connection = max(fit.slope, fit.slope_interval[1] if fit.slope_interval else fit.slope)
     admits = ((fits.working_set(0, routes) or 0.0) + per_connection * connections) / CONNECTION_SHARE
-    limit = _round_up(max(predicted * (1 + headroom), upper, admits), MEMORY_STEP_BYTES)
+    # The heap limit the overload manager gets (L x HEAP_SHARE - non-heap) must leave the heap that N
+    # connections need below HEAP_STOP_SHARE of it; every point's heap was below its working set, so the
+    # working set's upper end bounds that heap.
+    heap_fits = (upper / HEAP_STOP_SHARE + (fits.non_heap_bytes or 0.0)) / HEAP_SHARE
+    limit = _round_up(max(predicted * (1 + headroom), upper, admits, heap_fits), MEMORY_STEP_BYTES)
     return MemoryRecommendation(
         connections, routes, headroom, predicted, upper, limit, overload_for(fits, limit, routes), fits,
         tuple(_warnings(fits, connections, routes)),
@@ -212,7 +217,8 @@ def format_memory_recommendation(rec: MemoryRecommendation, run_id: str) -> list
         f"Envoy memory for {rec.connections:,} held connections and {rec.routes:,} routes with "
         f"{rec.headroom:.0%} headroom:",
         f"  memory:  {rec.memory:<7} (working set {_mib(rec.predicted_bytes)} by the fits, "
-        f"{_mib(rec.upper_bytes)} at their 95% upper end; +{rec.headroom:.0%} and room for the connection cap, "
+        f"{_mib(rec.upper_bytes)} at their 95% upper end; +{rec.headroom:.0%} and room for the "
+        "connection cap and the heap limit, "
         f"rounded up to {format_memory(MEMORY_STEP_BYTES)})",
         f"  fits:    {fits.describe_connections()}; {fits.describe_routes()}; {fits.cgroup_note}",
         *format_overload(rec.overload),

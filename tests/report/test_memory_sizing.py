@@ -4,6 +4,7 @@ points made up here (known slopes), so each figure can be checked against the tr
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,7 +108,8 @@ def test_recommended_limit_has_headroom_is_rounded_and_its_overload_cap_admits_t
     assert math.isclose(rec.predicted_bytes, truth - PER_CONNECTION * 4, rel_tol=1e-6)  # fit's x is Envoy's count
     overload = rec.overload
     admits = (overload.base_bytes + overload.connection_bytes * 20000) / CONNECTION_SHARE
-    needed = max(rec.predicted_bytes * 1.3, rec.upper_bytes, admits)
+    heap_fits = (rec.upper_bytes / 0.98 + NON_HEAP) / HEAP_SHARE  # the heap N needs stays under 98% of its limit
+    needed = max(rec.predicted_bytes * 1.3, rec.upper_bytes, admits, heap_fits)
     assert rec.memory_bytes % MEMORY_STEP_BYTES == 0 and needed <= rec.memory_bytes < needed + MEMORY_STEP_BYTES
     assert overload.max_connections >= 20000
     filled = overload.base_bytes + overload.connection_bytes * overload.max_connections
@@ -121,6 +123,18 @@ def test_recommended_limit_has_headroom_is_rounded_and_its_overload_cap_admits_t
     ]
     text = "\n".join(format_memory_recommendation(rec, "r"))
     assert rec.memory in text and "--overload-downstream-max-conn=" in text and "cgroup v1" in text
+
+
+def test_the_heap_limit_leaves_room_for_the_heap_the_connections_need():
+    """A few connections with much memory outside the heap: the limit grows until the heap limit it implies
+    holds the target's heap (here bounded by its working set) below the 98% at which Envoy refuses requests."""
+    recorded = Path(__file__).resolve().parent / "data" / "local-memory" / "summary.json"
+    measured = RunSummary.model_validate_json(recorded.read_text()).memory
+    assert measured is not None
+    fits = memory_fits(measured)  # 29 MiB outside the heap at 15,000 connections
+    rec = recommend_memory(fits, 1000, 0, headroom=0.3)
+    assert rec.overload.max_heap_bytes is not None
+    assert rec.upper_bytes <= rec.overload.max_heap_bytes * 0.98
 
 
 def test_overload_for_a_fixed_limit_caps_connections_where_the_fit_fills_the_limit():
