@@ -137,8 +137,11 @@ class ConnectionHolder:
         """Release what is held, then open `request.count` connections in the background."""
         if request.count:
             ensure_descriptors(request.count)
+        was_holding = self.request is not None
         self.release()
         self._reset(request if request.count else None)
+        if not request.count and was_holding:  # `count: 0` is a release: say so, as the dead-man switch's does
+            self.state = "released"
         if request.count:
             self._group.spawn(self._open_all, request, self._generation)
 

@@ -66,6 +66,25 @@ def test_holds_connections_each_after_one_answered_request_then_releases_them(te
     _until(lambda: _stat(testbed, "http.ingress_http.downstream_cx_active") < 10, 10, "Envoy still has the connections")
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole response with a Content-Length body: a single recv may stop after the head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed mid-head: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed mid-body"
+        body += chunk
+    assert len(body) == length, "more bytes than the body"
+    return data
+
+
 @pytest.mark.slow
 def test_refreshes_keep_held_connections_open_past_envoys_idle_timeout(testbed_factory):
     testbed, master = _up(testbed_factory)
@@ -75,7 +94,7 @@ def test_refreshes_keep_held_connections_open_past_envoys_idle_timeout(testbed_f
     for _ in range(5):
         sock = socket.create_connection(("127.0.0.1", testbed.ports.gateway), timeout=5)
         sock.sendall(f"GET / HTTP/1.1\r\nHost: {HOST}\r\nAccept-Encoding: identity\r\n\r\n".encode())
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _read_response(sock).startswith(b"HTTP/1.1 200")
         idle.append(sock)
     time.sleep(IDLE_S + 15)
     held = master.connections()

@@ -59,7 +59,10 @@ def test_sweep_finds_both_knees_and_writes_every_result(tmp_path: Path):
                 assert abs(step["envoy_rps"] - step["rps"]) <= 0.05 * step["rps"] + 5, step
         knees.append(config["knee"]["rps"])
     assert [c["envoy"]["cpu"] for c in summary["configs"]] == [0.15, 0.3]
-    assert 1.6 <= knees[1] / knees[0] <= 2.4, knees
+    # Twice the CPU serves more than twice the RPS here: at 150m Envoy's fixed cost per window weighs more, and
+    # CPU per request falls with load. Recorded: 524 -> 1,804 (3.44x, tests/report/data/local-150m-300m),
+    # 598 -> 1,762 (2.95x, 2026-11-24), and within 2.4x in other runs. A limit that did not hold gives ~1x.
+    assert 1.6 <= knees[1] / knees[0] <= 3.6, knees
     with (run_dir / "steps.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == sum(len(c["steps"]) for c in summary["configs"])

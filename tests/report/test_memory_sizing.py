@@ -16,6 +16,7 @@ from runner.report.memory_report import build_memory_section
 from runner.report.memory_sizing import (
     CONNECTION_SHARE,
     HEAP_SHARE,
+    OPENING_RESERVE_BYTES,
     check_memory_request,
     format_memory_recommendation,
     overload_for,
@@ -140,7 +141,8 @@ def test_the_heap_limit_leaves_room_for_the_heap_the_connections_need():
 def test_overload_for_a_fixed_limit_caps_connections_where_the_fit_fills_the_limit():
     fits = memory_fits(result(EXACT))
     overload = overload_for(fits, 128 * MIB)
-    expected = math.floor((128 * MIB * CONNECTION_SHARE - (BASE_BYTES - 4 * PER_CONNECTION)) / PER_CONNECTION)
+    base = BASE_BYTES - 4 * PER_CONNECTION + OPENING_RESERVE_BYTES
+    expected = math.floor((128 * MIB * CONNECTION_SHARE - base) / PER_CONNECTION)
     assert abs(overload.max_connections - expected) <= 1
     assert overload_for(fits, 32 * MIB).max_connections == 0  # the limit does not even hold an idle Envoy
 
