@@ -122,12 +122,18 @@ def require_memory_fits(summary: RunSummary, *, routes: bool) -> MemoryFits:
     return fits
 
 
+def _connection_base(fits: MemoryFits, routes: int) -> float:
+    """What the connection cap leaves out: the working set at 0 connections and `routes`, and the reserve for
+    connections being opened."""
+    return (fits.working_set(0, routes) or 0.0) + OPENING_RESERVE_BYTES
+
+
 def overload_for(fits: MemoryFits, limit_bytes: int, routes: int = 0) -> OverloadSettings:
     """The overload settings that keep Envoy with `routes` routes inside `limit_bytes` (see the module)."""
     fit = fits.connections
     if fit is None:
         raise ValueError("no connection fit")
-    base = (fits.working_set(0, routes) or 0.0) + OPENING_RESERVE_BYTES
+    base = _connection_base(fits, routes)
     per_connection = max(fit.slope, fit.slope_interval[1] if fit.slope_interval else fit.slope)
     cap = math.floor((limit_bytes * CONNECTION_SHARE - base) / per_connection) if per_connection > 0 else 0
     heap = None
@@ -148,7 +154,7 @@ def recommend_memory(
         raise UsageError("the run's memory fits do not cover this request", MEMORY_HINT)
     fit = fits.connections
     per_connection = max(fit.slope, fit.slope_interval[1] if fit.slope_interval else fit.slope)
-    base = (fits.working_set(0, routes) or 0.0) + OPENING_RESERVE_BYTES
+    base = _connection_base(fits, routes)
     admits = (base + per_connection * connections) / CONNECTION_SHARE
     # The heap limit the overload manager gets (L x HEAP_SHARE - non-heap) must leave the heap that N
     # connections need below HEAP_STOP_SHARE of it; every point's heap was below its working set, so the
