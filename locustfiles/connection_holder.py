@@ -26,7 +26,7 @@ from typing import Any
 import gevent
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
-from plain_http import PeerClosed, ProtocolError, connect, exchange, get_request, http_target
+from plain_http import PeerClosed, ProtocolError, connect, exchange, get_request, http_target, target_fields
 
 MAX_CONNECTIONS = 60_000  # the holder's own bound; a scenario asks for at most 25,000 (runner/scenario.py)
 MIN_REFRESH_S = 1.0
@@ -66,16 +66,10 @@ class HoldRequest:
         count = body.get("count")
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_CONNECTIONS:
             raise HoldError(f"count: a whole number from 0 to {MAX_CONNECTIONS}")
-        url, host, path = body.get("url", ""), body.get("host_header", ""), body.get("path", "/")
-        if not all(isinstance(v, str) and v.isprintable() and len(v) <= 2000 for v in (url, host, path)):
-            raise HoldError("url, host_header and path: printable text")
-        if count:
-            try:
-                http_target(url)
-            except ValueError as error:
-                raise HoldError(f"url: {error}") from None
-            if not host or not path.startswith("/"):
-                raise HoldError("host_header: a host name; path: an absolute path")
+        try:
+            url, host, path = target_fields(body, check=count > 0)  # count 0 releases: no target needed
+        except ValueError as error:
+            raise HoldError(str(error)) from None
         refresh = body.get("refresh_s", 25.0)
         rate = body.get("open_rate", 1000.0)
         for name, value, low, high in (("refresh_s", refresh, MIN_REFRESH_S, MAX_REFRESH_S),

@@ -11,7 +11,7 @@ body are bounded; a body without a length ends the connection.
 from __future__ import annotations
 
 import socket
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from gevent import socket as gevent_socket
@@ -23,7 +23,16 @@ MAX_HEAD_BYTES = 65536
 MAX_BODY_BYTES = 16 * 2**20  # a gateway's 404/503 or a small page: far below this
 _HEAD_END = b"\r\n\r\n"
 
-__all__ = ["Answer", "PeerClosed", "ProtocolError", "connect", "exchange", "get_request", "http_target"]
+__all__ = [
+    "Answer",
+    "PeerClosed",
+    "ProtocolError",
+    "connect",
+    "exchange",
+    "get_request",
+    "http_target",
+    "target_fields",
+]
 
 
 class PeerClosed(ConnectionError):
@@ -41,6 +50,26 @@ def http_target(url: str) -> tuple[str, int]:
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"expected an http://host[:port] URL, got {url[:80]!r}")
     return parts.hostname, parts.port or 80
+
+
+MAX_FIELD_CHARS = 2000
+
+
+def target_fields(body: dict[str, Any], *, check: bool = True) -> tuple[str, str, str]:
+    """`url`, `host_header` and `path` of a helper's JSON request, validated (`check`: as a target too);
+    ValueError naming what is wrong."""
+    given = (body.get("url", ""), body.get("host_header", ""), body.get("path", "/"))
+    if not all(isinstance(v, str) and v.isprintable() and len(v) <= MAX_FIELD_CHARS for v in given):
+        raise ValueError("url, host_header and path: printable text")
+    url, host, path = (str(v) for v in given)
+    if check:
+        try:
+            http_target(url)
+        except ValueError as error:
+            raise ValueError(f"url: {error}") from None
+        if not host or not path.startswith("/"):
+            raise ValueError("host_header: a host name; path: an absolute path")
+    return url, host, path
 
 
 def get_request(path: str, host_header: str) -> bytes:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-from plain_http import ProtocolError, connect, exchange, get_request, http_target
+from plain_http import ProtocolError, connect, exchange, get_request, http_target, target_fields
 
 POLL_INTERVAL_S = 0.01
 MAX_TIMEOUT_S = 600.0
@@ -42,16 +42,10 @@ class ProbeRequest:
         """Validate a JSON body; ProbeError names the first bad field."""
         if not isinstance(body, dict):
             raise ProbeError('expected JSON {"url": "http://host:port", "host_header": "...", "path": "/", ...}')
-        given = (body.get("url"), body.get("host_header"), body.get("path", "/"))
-        if not all(isinstance(v, str) and v.isprintable() and len(v) <= 2000 for v in given):
-            raise ProbeError("url, host_header and path: printable text")
-        url, host, path = (str(v) for v in given)
         try:
-            http_target(url)
+            url, host, path = target_fields(body)
         except ValueError as error:
-            raise ProbeError(f"url: {error}") from None
-        if not host or not path.startswith("/"):
-            raise ProbeError("host_header: a host name; path: an absolute path")
+            raise ProbeError(str(error)) from None
         timeout = body.get("timeout_s", 60.0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S:
             raise ProbeError(f"timeout_s: a number of seconds above 0, at most {MAX_TIMEOUT_S:g}")

@@ -1,13 +1,15 @@
 """The memory model's experiment: Envoy's working set at held idle connections and at extra routes.
 
-Envoy's memory depends on the connections it holds and on its configuration, not on requests per second.
-For each point of the scenario's `memory` section the sweep restarts Envoy (as a rollout does) at the
-memory limits with the point's extra routes, runs the light load, has the Locust master hold the point's
-idle keep-alive connections through the gateway (locustfiles/connection_holder.py), waits for them to
-settle and measures one window: the working set, Envoy's heap and allocated bytes, its active downstream
-connections (the proof that they were held), CPU and RPS. Each point is saved as soon as it is measured; a
-resumed run measures only the points not yet measured. Whatever happens, the connections are released
-and the load stopped before the next point (and the master releases them by itself when the runner
+Envoy's memory depends on the connections it holds and on its configuration, not on requests per second. For
+each point of the scenario's `memory` section the sweep restarts Envoy (as a rollout does) at the memory
+limits with the point's extra routes, runs the light load, has the Locust master hold the point's idle
+keep-alive connections through the gateway (locustfiles/connection_holder.py), waits for them to settle and
+measures one window: the working set, Envoy's heap and allocated bytes, its active downstream connections (the
+proof that they were held), CPU and RPS, and the control plane's (Contour's) CPU and working set where there
+is one. On Kubernetes, "restart at the extra routes" is "add the HTTPProxies the point lacks to the running
+gateway", timed until Envoy serves them (platforms/kubernetes/routes.py). Each point is saved as soon as it is
+measured; a resumed run measures only the points not yet measured. Whatever happens, the connections are
+released and the load stopped before the next point (and the master releases them by itself when the runner
 falls silent).
 """
 
@@ -24,7 +26,7 @@ from runner.driver import LoadDriver
 from runner.errors import LoadGeneratorError, PlatformError, SizerError
 from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget, Snapshot
 from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP, Selector, WindowStats
-from runner.model import LoadLevel, MemoryPoint, MemoryResult
+from runner.model import LoadLevel, MemoryPoint, MemoryResult, RouteProgramming
 from runner.observer import SweepObserver
 from runner.plan import Configuration
 from runner.platforms.base import Platform
@@ -179,6 +181,7 @@ class MemoryExperiment:
             if restarted:
                 self.observer.components_restarted(restarted)
             self.platform.apply(memory_configuration(self.scenario, plan.routes))
+            programming = self.platform.route_programming()
             self.armed()
             target = self.platform.target(PLAIN_PROFILE, self.scenario.load)
             self._light_load(target)
@@ -186,7 +189,7 @@ class MemoryExperiment:
                 self._hold(holder, plan.connections, target)
             self.observer.load_changed(self._level(), "memory: settle", self.spec.settle_s)
             self._sleep(self.spec.settle_s)
-            return self._measure(holder, plan)
+            return self._measure(holder, plan, programming)
         except SizerError as error:
             return MemoryPoint(key=plan.key, connections=plan.connections, routes=plan.routes, status="failed",
                                reason=error.one_line())  # fmt: skip
@@ -238,7 +241,9 @@ class MemoryExperiment:
             )
         return held
 
-    def _measure(self, holder: ConnectionHolder, plan: MemoryPointPlan) -> MemoryPoint:
+    def _measure(
+        self, holder: ConnectionHolder, plan: MemoryPointPlan, programming: RouteProgramming | None
+    ) -> MemoryPoint:
         """One window [start, end) from the next whole second: the figures once Prometheus has them."""
         metrics = self.platform.metrics
         if not isinstance(metrics, MemoryMetrics):
@@ -261,7 +266,18 @@ class MemoryExperiment:
         if self._level().users and after.started_at != before.started_at:
             raise LoadGeneratorError("the Locust master restarted during the window")
         cpu = metrics.cpu_cores(envoy, start, end)
+        contour = self.platform.selectors.control_plane
         return MemoryPoint(
+            contour_cpu_cores=_finite(metrics.cpu_cores(contour, start, end).mean) if contour else None,
+            contour_working_set_bytes=_finite(metrics.memory_working_set_mean_bytes(contour, start, end))
+            if contour
+            else None,
+            programming=programming,
+            programming_contour_cpu_cores=_finite(
+                metrics.cpu_cores(contour, math.floor(programming.started_at), math.ceil(programming.ended_at)).mean
+            )
+            if contour and programming
+            else None,
             key=plan.key,
             connections=plan.connections,
             routes=plan.routes,

@@ -69,6 +69,7 @@ class Selectors:
     envoy: Selector
     backend: Selector
     generator: Selector
+    control_plane: Selector | None = None  # Contour, where the platform has one
 
 
 @dataclass(frozen=True)

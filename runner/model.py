@@ -12,6 +12,7 @@ saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
 
 from __future__ import annotations
 
+import statistics
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -236,6 +237,41 @@ class BaselineResult(_Frozen):
         return 1 - self.overhead
 
 
+class RouteProgramming(_Frozen):
+    """How long a platform that programs routes at runtime (Contour) took to serve a point's new routes.
+
+    The first `bulk` routes were created one after another without waiting; `bulk_s` runs from the first
+    create to the first 2xx of the last of them through the gateway, `bulk_status_s` to the last of their
+    statuses written by the control plane. The others were created one at a time after that, each timed
+    from its create call to its first 2xx (`samples_s`, polled every 10 ms): their percentiles are the
+    route programming latency. Wall-clock times bound the whole.
+    """
+
+    created: int
+    bulk: int = 0
+    bulk_s: float | None = None
+    bulk_status_s: float | None = None
+    samples_s: list[float] = []
+    started_at: float
+    ended_at: float
+
+    def percentile_s(self, percent: float) -> float | None:
+        """The samples' `percent` percentile (linear between order statistics); None without samples."""
+        if not self.samples_s:
+            return None
+        if len(self.samples_s) == 1:
+            return self.samples_s[0]
+        return statistics.quantiles(self.samples_s, n=100, method="inclusive")[round(percent) - 1]
+
+    @property
+    def p50_s(self) -> float | None:
+        return self.percentile_s(50)
+
+    @property
+    def p99_s(self) -> float | None:
+        return self.percentile_s(99)
+
+
 class MemoryPoint(_Frozen):
     """One point of the memory model: `connections` idle keep-alive connections held through Envoy and
     `routes` extra virtual hosts in its configuration, under a light load, measured over one window.
@@ -246,6 +282,8 @@ class MemoryPoint(_Frozen):
     max over the window. `heap_bytes` and `allocated_bytes` are Envoy's `server.memory_heap_size` and
     `server.memory_allocated`. CPU, Envoy RPS and Locust RPS are those of the light load plus the held
     connections' refreshes (`refresh_rps` of them). A `failed` point has a reason and maybe no figures.
+    Where the platform has a control plane (Contour), its CPU and working set over the same window, and
+    how long the routes the point added took to be served (`programming`, with Contour's CPU meanwhile).
     """
 
     key: str
@@ -268,6 +306,10 @@ class MemoryPoint(_Frozen):
     refresh_rps: float = 0.0
     started_at: float | None = None
     window_s: float | None = None
+    contour_cpu_cores: float | None = None
+    contour_working_set_bytes: float | None = None
+    programming: RouteProgramming | None = None
+    programming_contour_cpu_cores: float | None = None  # Contour's mean CPU while the new routes were programmed
 
     @property
     def measured(self) -> bool:

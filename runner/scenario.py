@@ -71,6 +71,7 @@ MAX_HELD_CONNECTIONS = 25_000  # one source address to one gateway address has 2
 MAX_EXTRA_ROUTES = 10_000  # extra virtual hosts in Envoy's route configuration
 MAX_MEMORY_POINTS = 20  # entries of memory.connections and of memory.routes
 MAX_OPEN_RATE = 10_000.0  # connections opened per second
+MAX_ROUTE_PROBES = 200  # routes per point created one at a time and timed (kubernetes)
 MIN_REFRESH_SECONDS = 5.0
 MAX_REFRESH_SECONDS = 50.0  # a held connection's request period: inside Contour's 60 s idle timeout
 MIN_HOLD_SECONDS = 5.0  # Envoy refreshes its server.memory_* gauges every 5 s (stats flush)
@@ -455,6 +456,8 @@ class MemorySpec(_Model):
     (default: the sweep's largest), opens the connections at `open_rate` per second, waits
     `settle_seconds` and measures `hold_seconds`. Held connections each send a request every
     `refresh_seconds`, inside Envoy's 60 s idle timeout. `only: true` skips the knee configurations.
+    On Kubernetes the routes are HTTPProxies added to the running gateway, the last `route_probes` of
+    each point created one at a time and timed until Envoy serves them.
     """
 
     connections: ConnectionCounts = ()
@@ -464,6 +467,7 @@ class MemorySpec(_Model):
     settle_s: Float = Field(default=10.0, ge=0, le=MAX_WAIT_SECONDS, alias="settle_seconds")
     refresh_s: Float = Field(default=25.0, ge=MIN_REFRESH_SECONDS, le=MAX_REFRESH_SECONDS, alias="refresh_seconds")
     open_rate: Float = Field(default=2000.0, ge=1, le=MAX_OPEN_RATE)
+    route_probes: Int = Field(default=20, ge=0, le=MAX_ROUTE_PROBES)
     cpu_cores: OptionalCores = Field(default=None, alias="cpu")
     memory_bytes: OptionalBytes = Field(default=None, alias="memory")
     only: bool = False
@@ -567,11 +571,9 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _local_only(self) -> Scenario:
-        """The memory model and the overload settings are built for the local platform so far."""
+        """The overload settings are built for the local platform so far."""
         if self.platform == "local":
             return self
-        if self.memory is not None:
-            raise ValueError("memory: the memory model runs on the local platform only (so far); drop it or use local")
         if self.envoy.overload is not None:
             raise ValueError(
                 "envoy.overload: applies to the local platform only; on Contour pass contour bootstrap "

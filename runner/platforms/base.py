@@ -13,6 +13,7 @@ from runner.errors import UsageError
 from runner.locust import LoadTarget
 from runner.measure import Capacities, LoadGenerator, MetricSource
 from runner.metrics import Selectors
+from runner.model import RouteProgramming
 from runner.plan import Configuration
 from runner.profiles import TrafficProfile
 from runner.scenario import LoadSpec
@@ -79,6 +80,11 @@ class Platform(ABC):
         """Before a configuration: bring back shared parts that died (or raise PlatformError naming them);
         returns the names of the parts started again."""
         return []
+
+    def route_programming(self) -> RouteProgramming | None:
+        """How long the routes the last `apply` added took to be served, on a platform that programs routes
+        at runtime (None: no route added, or routes are part of a restart, as on the local platform)."""
+        return None
 
     def machine_speed(self) -> float | None:
         """How fast Envoy's CPUs run now, in million reference-loop iterations per second (None: unknown)."""

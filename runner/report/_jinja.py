@@ -32,6 +32,10 @@ def _microseconds(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} \u00b5s"
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} s"
+
+
 def environment(*, autoescape: bool) -> Environment:
     env = Environment(
         loader=PackageLoader("runner.report", "templates"),
@@ -46,11 +50,13 @@ def environment(*, autoescape: bool) -> Environment:
         pct=fmt.percent,
         ms=fmt.ms,
         cpu=fmt.cpu,
+        millicores=fmt.millicores,
         mib=fmt.mebibytes,
         signed_pct=fmt.signed_percent,
         cell=_md_cell,
         slug=_slug,
         pretty=_pretty,
         us=_microseconds,
+        seconds=_seconds,
     )
     return env

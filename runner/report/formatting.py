@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runner.quantities import format_cpu
 
-__all__ = ["cpu", "mebibytes", "ms", "percent", "percent_range", "rps", "signed_percent"]
+__all__ = ["cpu", "mebibytes", "millicores", "ms", "percent", "percent_range", "rps", "signed_percent"]
 
 _MIB = 2**20
 
@@ -37,6 +37,11 @@ def mebibytes(value: float | None) -> str:
 def cpu(cores: float | None) -> str:
     """Kubernetes CPU form: 0.15 -> "150m"."""
     return "-" if cores is None else format_cpu(cores)
+
+
+def millicores(cores: float | None) -> str:
+    """Small CPU figures with a decimal: 0.0034 -> "3.4m"."""
+    return "-" if cores is None else f"{cores * 1000:,.1f}m"
 
 
 def percent_range(low: float, high: float) -> str:

@@ -1,7 +1,8 @@
 """The memory model's fits, pure: Envoy's working set as a line in held connections and in routes.
 
 working set = a + b x connections (the connection points, no extra route) and
-working set = a' + c x routes (the route points, no held connection). Each line comes from
+working set = a' + c x routes (the route points, no held connection), and Contour's working set against
+routes where the platform has Contour. Each line comes from
 scipy.stats.linregress, with its slope's 95% interval (Student's t over the slope's standard error,
 n - 2 degrees of freedom; none from two points, which fit any line exactly) and R². The x of a
 connection point is Envoy's own count of active downstream connections over the window (the held ones
@@ -77,6 +78,7 @@ class MemoryFits:
     connections: LineFit | None  # working set (bytes) against Envoy's active connections
     routes: LineFit | None  # working set (bytes) against extra routes
     heap_connections: LineFit | None  # Envoy's heap (bytes) against active connections
+    contour_routes: LineFit | None  # Contour's working set (bytes) against routes (kubernetes)
     cgroup_version: int | None
     memory_limit_bytes: int  # the limit the points ran under
     non_heap_bytes: float | None  # the largest working set not in Envoy's heap, over the points
@@ -127,6 +129,18 @@ class MemoryFits:
             f"{fit.n} points up to {fit.x_high:,.0f} routes)"
         )
 
+    def describe_contour_routes(self) -> str | None:
+        """Contour's working set per 1,000 routes, like describe_routes; None where no point measured it."""
+        if not any(p.contour_working_set_bytes is not None for p in self.points):
+            return None
+        fit = self.contour_routes
+        if fit is None:
+            return "no fit: measure two or more route counts"
+        per = MIB / 1000
+        return f"{fit.slope / per:,.2f} MiB per 1,000 routes ({_interval(fit, per)}R^2 {fit.r_squared:.3f}, " + (
+            f"{fit.n} points up to {fit.x_high:,.0f} routes)"
+        )
+
 
 def _interval(fit: LineFit, unit: float) -> str:
     if fit.slope_interval is None:
@@ -146,6 +160,7 @@ def memory_fits(result: MemoryResult) -> MemoryFits:
     by_connections = [p for p in measured if p.routes == 0]
     by_routes = [p for p in measured if p.connections == 0]
     heap = [p for p in by_connections if p.heap_bytes is not None]
+    contour = [p for p in by_routes if p.contour_working_set_bytes is not None]
     non_heap = [
         p.working_set_bytes - p.heap_bytes for p in measured if p.heap_bytes is not None and p.working_set_bytes
     ]
@@ -155,6 +170,7 @@ def memory_fits(result: MemoryResult) -> MemoryFits:
         ),
         routes=fit_line([p.routes for p in by_routes], [p.working_set_bytes or 0.0 for p in by_routes]),
         heap_connections=fit_line([_x_connections(p) for p in heap], [p.heap_bytes or 0.0 for p in heap]),
+        contour_routes=fit_line([p.routes for p in contour], [p.contour_working_set_bytes or 0.0 for p in contour]),
         cgroup_version=result.cgroup_version,
         memory_limit_bytes=result.envoy_memory_bytes,
         non_heap_bytes=max(non_heap) if non_heap else None,

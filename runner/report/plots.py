@@ -342,9 +342,35 @@ def _memory_vs_routes(report: Report) -> Plot | None:
                         "extra routes (virtual hosts)")  # fmt: skip
 
 
+def _route_programming(report: Report) -> Plot | None:
+    """Each timed route's seconds from creation to served, against the routes in place; p50 and p99 per point."""
+    section = report.memory
+    if section is None or section.programming_text is None:
+        return None
+    timed = [(r.point.routes, r.point.programming) for r in section.control_plane_rows]
+    timed_points = [(routes, g) for routes, g in timed if g is not None and g.samples_s]
+
+    def draw(ax: Axes) -> None:
+        for index, (routes, g) in enumerate(timed_points):
+            ax.plot([routes] * len(g.samples_s), g.samples_s, "o", ms=4, alpha=0.45, color=COLORS[0],
+                    label="one route" if index == 0 else None)  # fmt: skip
+        xs = [routes for routes, _ in timed_points]
+        for name, color in (("p50", COLORS[2]), ("p99", COLORS[1])):
+            ys = [g.percentile_s(int(name[1:])) or 0.0 for _, g in timed_points]
+            ax.plot(xs, ys, color=color, label=name, **_PERCENTILE_STYLES[name])
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("routes (HTTPProxies) in place")
+        ax.set_ylabel("seconds from creation to served")
+        ax.xaxis.set_major_formatter("{x:,.0f}")
+        ax.legend(loc="upper left", frameon=False, fontsize="small")
+
+    caption = f"Route programming: {section.programming_text}."
+    return Plot("memory_route_programming", "Route programming latency vs routes", caption, _png(draw))
+
+
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
     makers = (_knee_vs_cores, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
-              _memory_vs_connections, _memory_vs_routes)  # fmt: skip
+              _memory_vs_connections, _memory_vs_routes, _route_programming)  # fmt: skip
     made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

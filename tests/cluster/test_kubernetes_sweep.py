@@ -196,3 +196,41 @@ def test_etcd_answers_only_clients_with_a_certificate_of_its_ca(cluster):
     apiserver.load_cert_chain(str(pki / "apiserver-etcd-client.crt"), str(pki / "apiserver-etcd-client.key"))
     with urllib.request.urlopen("https://127.0.0.1:23790/health", timeout=5, context=apiserver) as health:
         assert json.loads(health.read())["health"] == "true"
+
+
+# The memory model's route sweep on the cluster: HTTPProxies added to the running gateway, Contour's figures.
+ROUTE_SWEEP = {"envoy.cpu": [0.3], "memory": {"routes": [0, 10, 100], "route_probes": 10, "only": True, "rps": 20,
+                                              "settle_seconds": 5, "hold_seconds": 15}}  # fmt: skip
+
+
+@pytest.mark.timeout(1800)
+def test_a_route_sweep_of_100_httpproxies_times_route_programming_reads_contour_and_leaves_no_proxy(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    scenario = scenario_file(tmp_path, **ROUTE_SWEEP)
+    result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path), timeout=1500,
+                       env={"KUBECONFIG": str(runner_kubeconfig)})  # fmt: skip
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
+    points = {p["routes"]: p for p in summary["memory"]["points"]}
+    assert sorted(points) == [0, 10, 100] and all(p["status"] == "measured" for p in points.values()), points
+    assert points[0]["programming"] is None
+    for routes, created, bulk in ((10, 10, 0), (100, 90, 80)):  # 100: 90 more, 80 in bulk, then 10 timed
+        timing = points[routes]["programming"]
+        assert (timing["created"], timing["bulk"], len(timing["samples_s"])) == (created, bulk, 10), timing
+        # Contour rebuilds at once after a quiet spell, else after its 100 ms holdoff: ~30 ms and ~160 ms here
+        # (the first run: 0.03, then 0.15-0.18 s at 10 routes; one 12 s outlier at 100). A sample polled 2xx
+        # before its HTTPProxy existed fails the point instead (tests/kubernetes/test_route_objects.py).
+        assert all(0.005 < s < 60 for s in timing["samples_s"]), timing
+        assert (timing["bulk_s"] is None) == (bulk == 0) and (bulk == 0 or 0.005 < timing["bulk_s"] < 120), timing
+    for point in points.values():
+        assert 5 * 2**20 < point["contour_working_set_bytes"] < 2**30, point
+        assert point["contour_cpu_cores"] is not None and point["working_set_bytes"] > 0, point
+    report = (tmp_path / "latest" / "report.md").read_text()
+    assert "**Route programming:** p50 " in report and "over 20 routes created one at a time" in report, report
+    assert "Contour's working set per 1,000 routes (HTTPProxies):** " in report
+    proxies = admin.custom.list_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL)["items"]
+    assert [p["metadata"]["name"] for p in proxies] == ["nginx"]
+    assert workloads.changed_by(admin, ENVOY) is None

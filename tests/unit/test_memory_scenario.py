@@ -77,9 +77,10 @@ def test_bad_memory_fields_are_refused_naming_the_field(memory, message):
     assert message in str(refused.value), str(refused.value)
 
 
-def test_the_memory_model_and_overload_settings_are_local_only_so_far():
-    with pytest.raises(ScenarioError, match="memory: the memory model runs on the local platform only"):
-        scenario({"connections": [10]}, platform="kubernetes")
+def test_the_memory_model_runs_on_kubernetes_and_the_overload_settings_are_local_only_so_far():
+    assert scenario({"routes": [0, 100], "route_probes": 5}, platform="kubernetes").memory.route_probes == 5
+    with pytest.raises(ScenarioError, match=r"memory\.route_probes: .*less than or equal to 200"):
+        scenario({"routes": [10], "route_probes": 201}, platform="kubernetes")
     envoy = {**BASE["envoy"], "overload": {"max_connections": 9}}
     with pytest.raises(ScenarioError, match=r"envoy\.overload: applies to the local platform only"):
         parse_scenario({**BASE, "platform": "kubernetes", "envoy": envoy})

@@ -5,7 +5,8 @@ recorded in the run directory before the change (see originals.py), each changed
 with the run, and all of it is undone on exit, on Ctrl-C and on failure; `gateway-sizer restore <run>`
 undoes a run that was killed hard, and a new run refuses a gateway that still carries another's changes.
 Traffic profiles: TLS profiles go to a Secret and HTTPProxy the run creates (tls.py), and before a TLS or
-body profile is measured, a GET through the gateway checks that it is served (gateway_check.py).
+body profile is measured, a GET through the gateway checks that it is served (gateway_check.py). The
+memory model's extra routes are HTTPProxies the run creates and times (routes.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from runner.http import is_redacted, redact_url
 from runner.locust import WEB_PORT, LoadTarget, LocustMaster
 from runner.measure import Capacities
 from runner.metrics import Metrics, Selector, Selectors
+from runner.model import RouteProgramming
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
 from runner.platforms.kubernetes import nodes as nodefacts
@@ -29,6 +31,7 @@ from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
 from runner.platforms.kubernetes.loadgen import ClusterLocust
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
+from runner.platforms.kubernetes.routes import GatewayRoutes
 from runner.platforms.kubernetes.tls import GatewayTls, tls_url
 from runner.platforms.kubernetes.workloads import Workload
 from runner.profiles import TrafficProfile
@@ -59,6 +62,8 @@ class KubernetesPlatform(Platform):
         self._metrics: Metrics | None = None
         self.loadgen = ClusterLocust(scenario, run_dir.name, self.changes)
         self.tls = GatewayTls(scenario, run_dir.name, self.changes)
+        self.routes = GatewayRoutes(scenario, run_dir.name, self.changes)
+        self._programming: RouteProgramming | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,14 +116,21 @@ class KubernetesPlatform(Platform):
         return metrics
 
     def apply(self, config: Configuration) -> None:
-        if config.extra_routes:  # the memory model's routes: N HTTPProxies, not built yet (scenario refuses them)
-            raise PlatformError("extra routes (the memory model) are not built for the kubernetes platform yet")
+        """Patch and roll out the workloads, then make the configuration's extra routes exist (the memory
+        model's HTTPProxies, routes.py), timing those it creates."""
         self.check()
         cluster = self._cluster()
         for workload in self.patch(config):
             workloads.wait_rolled_out(cluster, workload, self.scenario.kubernetes.rollout_timeout_s)
         self._check_envoy_limit(cluster, config)
         self._check_served(config.profile)
+        self._programming = None
+        if config.extra_routes or self.routes.existing():
+            self._programming = self.routes.ensure(cluster, config.extra_routes, self.locust,
+                                                   self.scenario.kubernetes.gateway_url)  # fmt: skip
+
+    def route_programming(self) -> RouteProgramming | None:
+        return self._programming
 
     def _check_served(self, profile: TrafficProfile) -> None:
         """Through the gateway: a TLS profile's virtual host answers, a body profile's file has its size."""
@@ -265,11 +277,13 @@ class KubernetesPlatform(Platform):
     @property
     def selectors(self) -> Selectors:
         envoy, backend = self.scenario.envoy.workload, self.scenario.backend.workload
+        contour = self.scenario.contour.workload
         ns = self.scenario.kubernetes.namespace
         return Selectors(
             envoy=Selector(envoy.namespace, f"{envoy.name}-.*", envoy.container),
             backend=Selector(backend.namespace, f"{backend.name}-.*", backend.container),
             generator=Selector(ns, f"{self.loadgen.names.worker}-.*", "locust"),
+            control_plane=Selector(contour.namespace, f"{contour.name}-.*", contour.container),
         )
 
     @property

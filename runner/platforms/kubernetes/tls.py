@@ -17,7 +17,6 @@ a killed run's leftovers: they are deleted first (with their Secrets), as they w
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import time
 from collections.abc import Iterable
@@ -27,7 +26,8 @@ from urllib.parse import urlsplit
 
 from runner.certificates import pem_pair
 from runner.errors import PlatformError, UsageError
-from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.connection import Cluster, call
+from runner.platforms.kubernetes.created import GROUP, PLURAL, VERSION, RunObjects, proxy_reader
 from runner.platforms.kubernetes.loadgen import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -37,7 +37,7 @@ from runner.platforms.kubernetes.loadgen import (
     run_hash,
     wait_gone,
 )
-from runner.platforms.kubernetes.originals import HTTPPROXY, MANAGED_BY, ClusterChanges, NotOursError, delete_created
+from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges
 from runner.profiles import TlsKey, TrafficProfile
 from runner.scenario import Scenario
 
@@ -46,7 +46,6 @@ FQDN_LABELS: dict[TlsKey, str] = {"rsa-2048": "tls", "ecdsa-p256": "tls-ecdsa"} 
 VALID_TIMEOUT_S = 120.0  # for Contour to mark the proxies valid
 POLL_S = 1.0
 MAX_FQDN = 253
-GROUP, VERSION, PLURAL = HTTPPROXY
 
 
 def host_of(host_header: str) -> str:
@@ -132,10 +131,14 @@ def secret_manifest(name: str, namespace: str, labels: dict[str, str], certifica
     }
 
 
-def proxy_manifest(name: str, labels: dict[str, str], fqdn: str, route: TestbedRoute) -> dict:
-    """A root HTTPProxy terminating TLS for `fqdn` with the Secret `name`, routing `/` as the test bed does."""
+def proxy_manifest(name: str, labels: dict[str, str], fqdn: str, route: TestbedRoute, *, tls: bool = True) -> dict:
+    """A root HTTPProxy for `fqdn` routing `/` as the test bed does; with `tls`, terminating TLS with the
+    Secret `name`."""
+    virtualhost: dict[str, Any] = {"fqdn": fqdn}
+    if tls:
+        virtualhost["tls"] = {"secretName": name}
     spec: dict[str, Any] = {
-        "virtualhost": {"fqdn": fqdn, "tls": {"secretName": name}},
+        "virtualhost": virtualhost,
         "routes": [{"conditions": [{"prefix": "/"}], "services": route.services}],
     }
     if route.ingress_class:
@@ -165,7 +168,7 @@ class GatewayTls:
     def __init__(self, scenario: Scenario, run_id: str, changes: ClusterChanges) -> None:
         self.scenario = scenario
         self.run_id = run_id
-        self.changes = changes
+        self.objects = RunObjects(changes)
         self.keys = key_types(scenario.profiles)
         envoy = scenario.envoy.workload
         self.gateway = gateway_key(envoy.namespace, envoy.name)
@@ -190,51 +193,12 @@ class GatewayTls:
         for key in self.keys:
             name, fqdn = object_name(self.run_id, key), self.fqdn(key)
             certificate, private_key = pem_pair(fqdn, key)
-            self._record("HTTPProxy", route.namespace, name)
-            self._record("Secret", route.namespace, name)
-            self._create_secret(cluster, secret_manifest(name, route.namespace, self.labels, certificate, private_key))
-            self._create_proxy(cluster, proxy_manifest(name, self.labels, fqdn, route))
-
-    def _record(self, kind: str, namespace: str, name: str) -> dict[str, str]:
-        found = self._recorded(kind, namespace, name)
-        if found is not None:
-            return found
-        record = {"kind": kind, "namespace": namespace, "name": name}
-        self.changes.created.append(record)
-        self.changes.save()
-        return record
-
-    def _recorded(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
-        wanted = (kind, namespace, name)
-        return next((c for c in self.changes.created if (c["kind"], c["namespace"], c["name"]) == wanted), None)
-
-    def _create_secret(self, cluster: Cluster, body: dict[str, Any]) -> None:
-        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        try:
-            created = call(f"create Secret {namespace}/{name}", cluster.core.create_namespaced_secret, namespace, body)
-        except ConflictError:  # a retried create whose first answer was lost: the name carries this run's hash
-            return
-        record = self._record("Secret", namespace, name)
-        record["uid"] = str(created.metadata.uid)  # undo deletes exactly this Secret (it may not read one)
-        self.changes.save()
-
-    def _create_proxy(self, cluster: Cluster, body: dict[str, Any]) -> None:
-        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        what = f"HTTPProxy {namespace}/{name}"
-        try:
-            call(f"create {what}", cluster.custom.create_namespaced_custom_object, GROUP, VERSION, namespace,
-                 PLURAL, body)  # fmt: skip
-        except ConflictError:  # there already: ours when a retried create's first attempt got through
-            found: Any = call(f"read {what}", self._reader(cluster, namespace), name)
-            labels = (found.get("metadata") or {}).get("labels") or {}
-            if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
-                self.changes.created.remove(self._record("HTTPProxy", namespace, name))
-                self.changes.save()
-                raise UsageError(f"{what} exists and was not made by this run", "remove it") from None
-
-    @staticmethod
-    def _reader(cluster: Cluster, namespace: str) -> Any:
-        return functools.partial(cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
+            self.objects.record("HTTPProxy", route.namespace, [name])
+            self.objects.record("Secret", route.namespace, [name])
+            self.objects.create_secret(
+                cluster, secret_manifest(name, route.namespace, self.labels, certificate, private_key)
+            )
+            self.objects.create_proxy(cluster, proxy_manifest(name, self.labels, fqdn, route))
 
     def wait_valid(self, cluster: Cluster, timeout_s: float = VALID_TIMEOUT_S) -> None:
         """Return once Contour has marked every TLS proxy of the run valid; PlatformError at the deadline."""
@@ -246,7 +210,7 @@ class GatewayTls:
         problems: dict[str, str] = {}
         while True:
             for name in sorted(pending):
-                found: Any = call(f"read HTTPProxy {namespace}/{name}", self._reader(cluster, namespace), name)
+                found: Any = call(f"read HTTPProxy {namespace}/{name}", proxy_reader(cluster, namespace), name)
                 status = found.get("status") or {}
                 if status.get("currentStatus") == "valid":
                     pending.discard(name)
@@ -277,20 +241,11 @@ class GatewayTls:
         for item in found.get("items", []):
             name = item["metadata"]["name"]
             secret = (((item.get("spec") or {}).get("virtualhost") or {}).get("tls") or {}).get("secretName")
-            self._delete(cluster, "HTTPProxy", namespace, name)
-            wait_gone(functools.partial(call, "read", self._reader(cluster, namespace), name),
+            self.objects.delete(cluster, "HTTPProxy", namespace, name)
+            wait_gone(functools.partial(call, "read", proxy_reader(cluster, namespace), name),
                       f"HTTPProxy {namespace}/{name}")  # fmt: skip
             deleted.append(f"HTTPProxy {namespace}/{name}")
             if secret and secret.startswith(f"{COMPONENT}-"):  # never a Secret gateway-sizer does not name
-                self._delete(cluster, "Secret", namespace, secret)
+                self.objects.delete(cluster, "Secret", namespace, secret)
                 deleted.append(f"Secret {namespace}/{secret}")
         return deleted
-
-    def _delete(self, cluster: Cluster, kind: str, namespace: str, name: str) -> None:
-        """Delete a leftover (by its record when this run made it, so with a Secret's uid) and forget it."""
-        record = self._recorded(kind, namespace, name) or {"kind": kind, "namespace": namespace, "name": name}
-        with contextlib.suppress(NotFoundError, NotOursError):  # gone already, or not ours: left alone
-            delete_created(cluster, record)
-        if record in self.changes.created:
-            self.changes.created.remove(record)
-            self.changes.save()

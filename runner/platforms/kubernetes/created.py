@@ -1,0 +1,86 @@
+"""Objects a run creates in the cluster (Secrets, HTTPProxies): recorded before they exist, deleted by undo.
+
+Each object is written into the run's ClusterChanges before the API call that creates it, so that undo
+and `gateway-sizer restore` delete it even when the runner is killed between the two; a Secret's record
+also gets its uid once created, so undo deletes exactly that Secret. Used by the TLS profiles (tls.py) and
+the memory model's routes (routes.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from runner.errors import UsageError
+from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.originals import HTTPPROXY, ClusterChanges, NotOursError, delete_created
+
+GROUP, VERSION, PLURAL = HTTPPROXY
+
+
+def proxy_reader(cluster: Cluster, namespace: str) -> Any:
+    """`read(name)` of an HTTPProxy in `namespace`."""
+    return functools.partial(cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
+
+
+class RunObjects:
+    """The run's records of created objects, and the calls that create and delete them."""
+
+    def __init__(self, changes: ClusterChanges) -> None:
+        self.changes = changes
+
+    def recorded(self, kind: str, namespace: str, name: str) -> dict[str, str] | None:
+        wanted = (kind, namespace, name)
+        return next((c for c in self.changes.created if (c["kind"], c["namespace"], c["name"]) == wanted), None)
+
+    def record(self, kind: str, namespace: str, names: Iterable[str]) -> list[dict[str, str]]:
+        """Record objects about to be created (saved once); returns their records."""
+        records = []
+        for name in names:
+            record = self.recorded(kind, namespace, name)
+            if record is None:
+                record = {"kind": kind, "namespace": namespace, "name": name}
+                self.changes.created.append(record)
+            records.append(record)
+        self.changes.save()
+        return records
+
+    def create_secret(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            created = call(f"create Secret {namespace}/{name}", cluster.core.create_namespaced_secret, namespace, body)
+        except ConflictError:  # a retried create whose first answer was lost: the name carries this run's hash
+            return
+        (record,) = self.record("Secret", namespace, [name])
+        record["uid"] = str(created.metadata.uid)  # undo deletes exactly this Secret (it may not read one)
+        self.changes.save()
+
+    def create_proxy(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        """Create a recorded HTTPProxy; one that exists already must carry this run's labels."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        what = f"HTTPProxy {namespace}/{name}"
+        try:
+            call(f"create {what}", cluster.custom.create_namespaced_custom_object, GROUP, VERSION, namespace,
+                 PLURAL, body)  # fmt: skip
+        except ConflictError:  # there already: ours when a retried create's first attempt got through
+            found: Any = call(f"read {what}", proxy_reader(cluster, namespace), name)
+            labels = (found.get("metadata") or {}).get("labels") or {}
+            if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
+                self.forget("HTTPProxy", namespace, name)
+                raise UsageError(f"{what} exists and was not made by this run", "remove it") from None
+
+    def delete(self, cluster: Cluster, kind: str, namespace: str, name: str) -> None:
+        """Delete an object (by its record when this run made it, so a Secret by its uid) and forget it;
+        one already gone, or not gateway-sizer's, is left alone."""
+        record = self.recorded(kind, namespace, name) or {"kind": kind, "namespace": namespace, "name": name}
+        with contextlib.suppress(NotFoundError, NotOursError):
+            delete_created(cluster, record)
+        self.forget(kind, namespace, name)
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        record = self.recorded(kind, namespace, name)
+        if record is not None:
+            self.changes.created.remove(record)
+            self.changes.save()
