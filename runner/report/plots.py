@@ -339,7 +339,7 @@ def _memory_vs_connections(report: Report) -> Plot | None:
 
 def _memory_vs_routes(report: Report) -> Plot | None:
     return _memory_plot(report, "memory_vs_routes", "route_rows", lambda p: float(p.routes), "routes",
-                        "extra routes (virtual hosts)")  # fmt: skip
+                        "extra routes (virtual hosts, or HTTPProxies on Kubernetes)")  # fmt: skip
 
 
 def _route_programming(report: Report) -> Plot | None:

@@ -228,6 +228,7 @@ def test_a_route_sweep_of_100_httpproxies_times_route_programming_reads_contour_
     for point in points.values():
         assert 5 * 2**20 < point["contour_working_set_bytes"] < 2**30, point
         assert point["contour_cpu_cores"] is not None and point["working_set_bytes"] > 0, point
+    assert "contour:v1.32" in (summary["environment"]["versions"]["contour"] or ""), summary["environment"]
     report = (tmp_path / "latest" / "report.md").read_text()
     assert "**Route programming:** p50 " in report and "over 20 routes created one at a time" in report, report
     assert "Contour's working set per 1,000 routes (HTTPProxies):** " in report

@@ -84,3 +84,71 @@ def test_report_html_renders_in_chromium(tmp_path: Path):
     answer_box = page["answerBox"]
     inside = (round(answer_box["left"] + answer_box["width"] / 2), round(answer_box["top"] + 4))  # its top padding
     assert shot.getpixel(inside) == (31, 95, 191)  # the answer box is drawn, in its blue
+
+
+SECTIONS = """JSON.stringify((() => {
+  const box = el => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return {width: r.width, height: r.height, shown: s.display !== 'none' && s.visibility !== 'hidden'}; };
+  const section = id => { const s = document.getElementById(id); if (!s) return null;
+    return {tables: Object.fromEntries([...s.querySelectorAll('table')].map(t => [t.id, {rows: t.rows.length,
+              cells: [...t.rows].slice(1).map(r => [...r.cells].map(c => c.textContent.trim())), ...box(t)}])),
+            images: [...s.querySelectorAll('figure')].map(f => ({id: f.id, natural: f.querySelector('img').naturalWidth,
+              ...box(f.querySelector('img'))})),
+            text: s.innerText}; };
+  const main = document.querySelector('main'), pad = parseFloat(getComputedStyle(main).paddingLeft) * 2;
+  return {profiles: section('profiles'), memory: section('memory'), plots: section('plots'),
+          sizing: section('sizing'), page: main.clientWidth - pad};
+})())"""
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _sections(tmp_path: Path, run: str) -> dict:
+    run_dir = tmp_path / run
+    shutil.copytree(DATA / run, run_dir)
+    result = run_sizer("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    with Chromium(WIDTH, HEIGHT) as chromium:
+        chromium.open(run_dir / "report.html")
+        page = json.loads(chromium.evaluate(SECTIONS))
+        errors = chromium.errors()
+        SCREENSHOT_COPIES.mkdir(exist_ok=True)
+        (SCREENSHOT_COPIES / f"{run}-fullpage.png").write_bytes(chromium.screenshot(full_page=True))
+    assert errors == [], errors
+    for section in (s for s in page.values() if isinstance(s, dict)):
+        for name, table in section["tables"].items():
+            assert table["shown"] and table["width"] > 400 and table["rows"] >= 2, table
+            assert table["width"] <= page["page"] + 1, (name, table["width"], page["page"])  # no column cut off
+        for image in section["images"]:
+            assert image["natural"] > 0 and image["shown"] and image["width"] > 300 and image["height"] > 150, image
+    return page
+
+
+@pytest.mark.slow
+def test_the_profile_section_shows_each_profiles_knee_cost_and_the_handshake_cost_in_chromium(tmp_path: Path):
+    page = _sections(tmp_path, "local-profiles")
+    profiles = page["profiles"]
+    rows = profiles["tables"]["profile-table"]["cells"]
+    assert [r[1] for r in rows] == ["plain", "tls", "tls-new-connection", "body-16k"], rows
+    assert all(r[-1] == "saturated" and r[6].endswith("\u00b5s") for r in rows), rows
+    (cost,) = profiles["tables"]["connection-cost-table"]["cells"]
+    assert cost[1:3] == ["tls-new-connection", "tls"] and cost[3].endswith("\u00b5s"), cost
+    assert "profiles" in [i["id"] for i in page["plots"]["images"]]  # knee per profile, drawn
+
+
+@pytest.mark.slow
+def test_the_memory_section_shows_fits_tables_and_plots_in_chromium(tmp_path: Path):
+    memory = _sections(tmp_path, "local-memory")["memory"]
+    assert set(memory["tables"]) == {"memory-examples", "memory-points"}, memory["tables"]
+    assert [i["id"] for i in memory["images"]] == ["memory_vs_connections", "memory_vs_routes"]
+    assert "KiB per connection" in memory["text"] and "MiB per 1,000 routes" in memory["text"]
+
+
+@pytest.mark.slow
+def test_the_contour_route_figures_show_with_their_plot_in_chromium(tmp_path: Path):
+    memory = _sections(tmp_path, "kubernetes-routes")["memory"]
+    rows = memory["tables"]["contour-routes"]["cells"]
+    assert [r[0] for r in rows] == ["0", "10", "100", "1,000"], rows
+    assert all(r[1].endswith("m") and r[2].endswith("MiB") for r in rows), rows  # Contour's CPU and memory
+    assert all(r[6].endswith(" s") and r[7].endswith(" s") for r in rows[1:]), rows  # p50, p99 where routes were added
+    assert "memory_route_programming" in [i["id"] for i in memory["images"]]
+    assert "Route programming: p50 " in memory["text"]

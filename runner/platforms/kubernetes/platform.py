@@ -11,6 +11,7 @@ memory model's extra routes are HTTPProxies the run creates and times (routes.py
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -329,9 +330,13 @@ class KubernetesPlatform(Platform):
             facts["isolation"] = nodefacts.isolation(
                 {str(n.metadata.name): nodefacts.cpu_manager_policy(cluster, str(n.metadata.name)) for n in nodes.items}
             )
+        contour = self.contour
+        if contour is None:  # not patched by this run (no contour.resources), but its version still matters
+            with contextlib.suppress(UsageError):
+                contour = workloads.find(cluster, self.scenario.contour.workload, "contour")
         facts["versions"] = {
             "envoy": _image_tag(cluster, self.envoy),
-            "contour": _image_tag(cluster, self.contour),
+            "contour": _image_tag(cluster, contour),
             "nginx": _image_tag(cluster, self.backend),
         }
         return facts
