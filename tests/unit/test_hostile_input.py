@@ -152,7 +152,7 @@ def assert_bounded(argv: list[str]) -> None:
         assert schema.MIN_REFRESH_SECONDS <= memory.refresh_s <= schema.MAX_REFRESH_SECONDS
         assert schema.MIN_HOLD_SECONDS <= memory.hold_s <= schema.MAX_STEP_SECONDS
         assert memory.settle_s <= schema.MAX_WAIT_SECONDS and 1 <= memory.open_rate <= schema.MAX_OPEN_RATE
-        assert scenario.platform == "local"
+        assert 0 <= memory.route_probes <= schema.MAX_ROUTE_PROBES
     overload = scenario.envoy.overload
     if overload is not None:
         assert overload.max_connections is not None or overload.max_heap_bytes is not None
