@@ -266,18 +266,9 @@ class MemoryExperiment:
         if self._level().users and after.started_at != before.started_at:
             raise LoadGeneratorError("the Locust master restarted during the window")
         cpu = metrics.cpu_cores(envoy, start, end)
-        contour = self.platform.selectors.control_plane
         return MemoryPoint(
-            contour_cpu_cores=_finite(metrics.cpu_cores(contour, start, end).mean) if contour else None,
-            contour_working_set_bytes=_finite(metrics.memory_working_set_mean_bytes(contour, start, end))
-            if contour
-            else None,
             programming=programming,
-            programming_contour_cpu_cores=_finite(
-                metrics.cpu_cores(contour, math.floor(programming.started_at), math.ceil(programming.ended_at)).mean
-            )
-            if contour and programming
-            else None,
+            **self._control_plane(metrics, start, end, programming),
             key=plan.key,
             connections=plan.connections,
             routes=plan.routes,
@@ -297,3 +288,20 @@ class MemoryExperiment:
             started_at=float(start),
             window_s=float(end - start),
         )
+
+    def _control_plane(
+        self, metrics: MemoryMetrics, start: float, end: float, programming: RouteProgramming | None
+    ) -> dict[str, float | None]:
+        """Contour's CPU and working set over the window, and its CPU while the point's new routes were
+        programmed; nothing on a platform without a control plane."""
+        contour = self.platform.selectors.control_plane
+        if contour is None:
+            return {}
+        figures = {
+            "contour_cpu_cores": _finite(metrics.cpu_cores(contour, start, end).mean),
+            "contour_working_set_bytes": _finite(metrics.memory_working_set_mean_bytes(contour, start, end)),
+        }
+        if programming is not None:
+            busy = metrics.cpu_cores(contour, math.floor(programming.started_at), math.ceil(programming.ended_at))
+            figures["programming_contour_cpu_cores"] = _finite(busy.mean)
+        return figures

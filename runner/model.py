@@ -237,6 +237,14 @@ class BaselineResult(_Frozen):
         return 1 - self.overhead
 
 
+def percentile(samples: list[float], percent: float) -> float | None:
+    """The samples' `percent` percentile, linear between order statistics (numpy's default); None without
+    samples."""
+    if len(samples) < 2:
+        return samples[0] if samples else None
+    return statistics.quantiles(samples, n=100, method="inclusive")[round(percent) - 1]
+
+
 class RouteProgramming(_Frozen):
     """How long a platform that programs routes at runtime (Contour) took to serve a point's new routes.
 
@@ -256,12 +264,7 @@ class RouteProgramming(_Frozen):
     ended_at: float
 
     def percentile_s(self, percent: float) -> float | None:
-        """The samples' `percent` percentile (linear between order statistics); None without samples."""
-        if not self.samples_s:
-            return None
-        if len(self.samples_s) == 1:
-            return self.samples_s[0]
-        return statistics.quantiles(self.samples_s, n=100, method="inclusive")[round(percent) - 1]
+        return percentile(self.samples_s, percent)
 
     @property
     def p50_s(self) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model import MemoryPoint, MemoryResult, RouteProgramming
+from runner.model import MemoryPoint, MemoryResult, percentile
 from runner.report.memory_fit import MemoryFits, memory_fits
 from runner.report.memory_sizing import (
     MemoryRecommendation,
@@ -74,19 +74,18 @@ class MemorySection:
 
     @property
     def programming_text(self) -> str | None:
-        """ "route programming latency: p50 0.41 s, p99 1.20 s over 40 routes created one at a time (up to
-        1,000 routes in place)" """
+        """ "p50 0.16 s, p99 0.23 s from an HTTPProxy's creation to Envoy serving its fqdn, over 50 routes
+        created one at a time (with up to 1,000 routes in place; ...)" over every point's timed routes"""
         timed = [(r.point.routes, r.point.programming) for r in self.control_plane_rows if r.point.programming]
         samples = [s for _, p in timed if p for s in p.samples_s]
         if not samples:
             return None
-        both = RouteProgramming(created=len(samples), samples_s=samples, started_at=0.0, ended_at=0.0)
-        p50, p99 = both.p50_s or 0.0, both.p99_s or 0.0
+        p50, p99 = percentile(samples, 50), percentile(samples, 99)
         top = max(routes for routes, _ in timed)
+        few = "; p99 of fewer than 100 routes is near their slowest" if len(samples) < 100 else ""
         return (
             f"p50 {p50:.2f} s, p99 {p99:.2f} s from an HTTPProxy's creation to Envoy serving its fqdn, over "
-            f"{len(samples)} routes created one at a time (with up to {top:,} routes in place; p99 of fewer "
-            "than 100 routes is near their slowest)"
+            f"{len(samples)} routes created one at a time (with up to {top:,} routes in place{few})"
         )
 
     @property

@@ -103,7 +103,8 @@ class GatewayRoutes:
         existing = self.existing()
         for index in (i for i in existing if i >= count):
             self.objects.delete(cluster, "HTTPProxy", route.namespace, route_name(self.run_id, index))
-        missing = [i for i in range(count) if i not in set(existing)]
+        have = set(existing)
+        missing = [i for i in range(count) if i not in have]
         if not missing:
             return None
         sampled = missing[len(missing) - min(self.probes, len(missing)) :]
