@@ -121,25 +121,22 @@ class MemoryFits:
 
     def describe_routes(self) -> str:
         """ "1.9 MiB per 1,000 routes (95% CI 1.8-2.0, R^2 0.999, 4 points up to 1,000)" """
-        fit = self.routes
-        if fit is None:
-            return "no fit: measure two or more route counts"
-        per = MIB / 1000
-        return f"{fit.slope / per:,.2f} MiB per 1,000 routes ({_interval(fit, per)}R^2 {fit.r_squared:.3f}, " + (
-            f"{fit.n} points up to {fit.x_high:,.0f} routes)"
-        )
+        return _per_1000_routes(self.routes)
 
     def describe_contour_routes(self) -> str | None:
         """Contour's working set per 1,000 routes, like describe_routes; None where no point measured it."""
         if not any(p.contour_working_set_bytes is not None for p in self.points):
             return None
-        fit = self.contour_routes
-        if fit is None:
-            return "no fit: measure two or more route counts"
-        per = MIB / 1000
-        return f"{fit.slope / per:,.2f} MiB per 1,000 routes ({_interval(fit, per)}R^2 {fit.r_squared:.3f}, " + (
-            f"{fit.n} points up to {fit.x_high:,.0f} routes)"
-        )
+        return _per_1000_routes(self.contour_routes)
+
+
+def _per_1000_routes(fit: LineFit | None) -> str:
+    if fit is None:
+        return "no fit: measure two or more route counts"
+    per = MIB / 1000
+    return f"{fit.slope / per:,.2f} MiB per 1,000 routes ({_interval(fit, per)}R^2 {fit.r_squared:.3f}, " + (
+        f"{fit.n} points up to {fit.x_high:,.0f} routes)"
+    )
 
 
 def _interval(fit: LineFit, unit: float) -> str:

@@ -25,6 +25,14 @@ def proxy_reader(cluster: Cluster, namespace: str) -> Any:
     return functools.partial(cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
 
 
+def list_proxies(cluster: Cluster, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The HTTPProxies in `namespace` that carry every one of `labels`."""
+    selector = ",".join(f"{key}={value}" for key, value in labels.items())
+    found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
+                      GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
+    return list(found.get("items", []))
+
+
 class RunObjects:
     """The run's records of created objects, and the calls that create and delete them."""
 

@@ -31,7 +31,7 @@ from runner.errors import PlatformError
 from runner.locust import ProbeResult
 from runner.model import RouteProgramming
 from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.created import GROUP, PLURAL, VERSION, RunObjects, proxy_reader
+from runner.platforms.kubernetes.created import RunObjects, list_proxies, proxy_reader
 from runner.platforms.kubernetes.loadgen import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -144,14 +144,12 @@ class GatewayRoutes:
     def _wait_statuses(self, cluster: Cluster, namespace: str, names: set[str]) -> None:
         """Wait until Contour has marked every proxy in `names` valid: until then it is busy writing their
         statuses, and a route created meanwhile waits behind them (152 s after a burst of 880 here)."""
-        selector = f"{COMPONENT_LABEL}={COMPONENT},{RUN_LABEL}={label_value(self.run_id)}"
+        labels = {COMPONENT_LABEL: COMPONENT, RUN_LABEL: label_value(self.run_id)}
         deadline = self.clock.monotonic() + STATUS_TIMEOUT_S
         while True:
-            found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
-                              GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
             pending = {
                 item["metadata"]["name"]: item.get("status") or {}
-                for item in found.get("items", [])
+                for item in list_proxies(cluster, namespace, labels)
                 if item["metadata"]["name"] in names and (item.get("status") or {}).get("currentStatus") != "valid"
             }
             if not pending:
@@ -206,12 +204,10 @@ class GatewayRoutes:
         if self.route is None:
             return []
         namespace = self.route.namespace
-        selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
-                                                     COMPONENT_LABEL: COMPONENT}.items())  # fmt: skip
-        found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
-                          GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
+        leftovers = list_proxies(cluster, namespace, {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
+                                                      COMPONENT_LABEL: COMPONENT})  # fmt: skip
         deleted: list[str] = []
-        for item in found.get("items", []):
+        for item in leftovers:
             name = item["metadata"]["name"]
             if self.objects.recorded("HTTPProxy", namespace, name) is not None:
                 continue

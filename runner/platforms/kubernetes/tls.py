@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from runner.certificates import pem_pair
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.created import GROUP, PLURAL, VERSION, RunObjects, proxy_reader
+from runner.platforms.kubernetes.created import GROUP, PLURAL, VERSION, RunObjects, list_proxies, proxy_reader
 from runner.platforms.kubernetes.loadgen import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -233,12 +233,10 @@ class GatewayTls:
         if self.route is None:
             return []
         namespace = self.route.namespace
-        selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
-                                                     COMPONENT_LABEL: COMPONENT}.items())  # fmt: skip
-        found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
-                          GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
+        leftovers = list_proxies(cluster, namespace, {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
+                                                      COMPONENT_LABEL: COMPONENT})  # fmt: skip
         deleted: list[str] = []
-        for item in found.get("items", []):
+        for item in leftovers:
             name = item["metadata"]["name"]
             secret = (((item.get("spec") or {}).get("virtualhost") or {}).get("tls") or {}).get("secretName")
             self.objects.delete(cluster, "HTTPProxy", namespace, name)
