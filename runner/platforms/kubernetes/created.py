@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.errors import UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.loadgen import wait_gone
 from runner.platforms.kubernetes.originals import HTTPPROXY, ClusterChanges, NotOursError, delete_created
 
 GROUP, VERSION, PLURAL = HTTPPROXY
@@ -31,6 +32,15 @@ def list_proxies(cluster: Cluster, namespace: str, labels: dict[str, str]) -> li
     found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
                       GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
     return list(found.get("items", []))
+
+
+def wait_proxies_gone(cluster: Cluster, namespace: str, names: list[str]) -> None:
+    """Return once every HTTPProxy in `names` is gone (its fqdn free for a new proxy); PlatformError naming
+    the first one still there after loadgen.GONE_TIMEOUT_S."""
+    for name in names:
+        wait_gone(
+            functools.partial(call, "read", proxy_reader(cluster, namespace), name), f"HTTPProxy {namespace}/{name}"
+        )
 
 
 class RunObjects:

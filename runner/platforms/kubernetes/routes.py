@@ -23,15 +23,14 @@ run's leftovers: deleted first, as they would claim the same fqdns.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Protocol
 
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.errors import PlatformError
 from runner.locust import ProbeResult
 from runner.model import RouteProgramming
-from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.created import RunObjects, list_proxies, proxy_reader
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.created import RunObjects, list_proxies, wait_proxies_gone
 from runner.platforms.kubernetes.loadgen import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -39,7 +38,6 @@ from runner.platforms.kubernetes.loadgen import (
     gateway_key,
     label_value,
     run_hash,
-    wait_gone,
 )
 from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges
 from runner.platforms.kubernetes.tls import TestbedRoute, find_route, host_of, proxy_manifest, proxy_problem
@@ -206,13 +204,9 @@ class GatewayRoutes:
         namespace = self.route.namespace
         leftovers = list_proxies(cluster, namespace, {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
                                                       COMPONENT_LABEL: COMPONENT})  # fmt: skip
-        deleted: list[str] = []
-        for item in leftovers:
-            name = item["metadata"]["name"]
-            if self.objects.recorded("HTTPProxy", namespace, name) is not None:
-                continue
+        names = [item["metadata"]["name"] for item in leftovers]
+        names = [name for name in names if self.objects.recorded("HTTPProxy", namespace, name) is None]
+        for name in names:
             self.objects.delete(cluster, "HTTPProxy", namespace, name)
-            deleted.append(f"HTTPProxy {namespace}/{name}")
-        for name in deleted:  # their fqdns are free once they are gone
-            wait_gone(functools.partial(call, "read", proxy_reader(cluster, namespace), name.rsplit("/", 1)[1]), name)
-        return deleted
+        wait_proxies_gone(cluster, namespace, names)  # their fqdns are free once they are gone
+        return [f"HTTPProxy {namespace}/{name}" for name in names]

@@ -17,7 +17,6 @@ a killed run's leftovers: they are deleted first (with their Secrets), as they w
 from __future__ import annotations
 
 import base64
-import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +26,15 @@ from urllib.parse import urlsplit
 from runner.certificates import pem_pair
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.created import GROUP, PLURAL, VERSION, RunObjects, list_proxies, proxy_reader
+from runner.platforms.kubernetes.created import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    RunObjects,
+    list_proxies,
+    proxy_reader,
+    wait_proxies_gone,
+)
 from runner.platforms.kubernetes.loadgen import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -35,7 +42,6 @@ from runner.platforms.kubernetes.loadgen import (
     gateway_key,
     label_value,
     run_hash,
-    wait_gone,
 )
 from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges
 from runner.profiles import TlsKey, TrafficProfile
@@ -235,14 +241,14 @@ class GatewayTls:
         namespace = self.route.namespace
         leftovers = list_proxies(cluster, namespace, {**MANAGED_BY, GATEWAY_LABEL: self.gateway,
                                                       COMPONENT_LABEL: COMPONENT})  # fmt: skip
-        deleted: list[str] = []
-        for item in leftovers:
-            name = item["metadata"]["name"]
-            secret = (((item.get("spec") or {}).get("virtualhost") or {}).get("tls") or {}).get("secretName")
+        names = [item["metadata"]["name"] for item in leftovers]
+        secrets = [(((item.get("spec") or {}).get("virtualhost") or {}).get("tls") or {}).get("secretName")
+                   for item in leftovers]  # fmt: skip
+        for name in names:
             self.objects.delete(cluster, "HTTPProxy", namespace, name)
-            wait_gone(functools.partial(call, "read", proxy_reader(cluster, namespace), name),
-                      f"HTTPProxy {namespace}/{name}")  # fmt: skip
-            deleted.append(f"HTTPProxy {namespace}/{name}")
+        wait_proxies_gone(cluster, namespace, names)  # each proxy gone before its Secret
+        deleted = [f"HTTPProxy {namespace}/{name}" for name in names]
+        for secret in secrets:
             if secret and secret.startswith(f"{COMPONENT}-"):  # never a Secret gateway-sizer does not name
                 self.objects.delete(cluster, "Secret", namespace, secret)
                 deleted.append(f"Secret {namespace}/{secret}")
