@@ -70,16 +70,21 @@ def generator_windows(cap: float, knee: float, passes: int, seconds: float, user
     return results
 
 
-def crossing(windows: list[dict[str, Any]]) -> tuple[float, tuple[float, float] | None, float]:
-    """The generator's 90% crossing: the same power law as the sweep's knee, over its served windows."""
-    points = [
+def served_points(windows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(RPS, utilization) of the generator's windows that served what they offered and are below saturation."""
+    return [
         (w["achieved_rps"], w["utilization"])
         for w in windows
         if w["achieved_rps"] >= 0.98 * w["offered_rps"] and 0.45 <= w["utilization"] < SATURATED
     ]
-    fit = power_fit(points)
-    if fit is None:
-        raise RuntimeError(f"the generator's windows do not allow a fit: {points}")
+
+
+def crossing(windows: list[dict[str, Any]]) -> tuple[float, tuple[float, float] | None, float] | None:
+    """The generator's 90% crossing: the same power law as the sweep's knee, over its served windows;
+    None when fewer than two usable windows (or no rising trend) allow no fit."""
+    fit = power_fit(served_points(windows))
+    if fit is None or fit.exponent <= 0:
+        return None
     return fit.rps_at(THRESHOLD), fit.interval(THRESHOLD), fit.exponent
 
 
@@ -111,7 +116,13 @@ def main() -> None:
             if knee is None:
                 print(f"cap {cap:g} run {run}: {len(windows)} generator windows around {center:,.0f} RPS")
                 continue
-            truth, interval, exponent = crossing(windows)
+            found = crossing(windows)
+            if found is None:
+                usable = ", ".join(f"{r:,.0f} RPS {u:.0%}" for r, u in served_points(windows)) or "none"
+                print(f"cap {cap:g} run {run}: sweep knee {knee.rps:,.0f}; the generator's {len(windows)} windows "
+                      f"allow no fit (usable: {usable}); no ratio for this run", flush=True)  # fmt: skip
+                continue
+            truth, interval, exponent = found
             sweep_interval = (knee.low, knee.high) if knee.low is not None and knee.high is not None else None
             overlap = overlaps(sweep_interval, interval)
             ratios.append(knee.rps / truth)

@@ -59,10 +59,13 @@ def test_sweep_finds_both_knees_and_writes_every_result(tmp_path: Path):
                 assert abs(step["envoy_rps"] - step["rps"]) <= 0.05 * step["rps"] + 5, step
         knees.append(config["knee"]["rps"])
     assert [c["envoy"]["cpu"] for c in summary["configs"]] == [0.15, 0.3]
-    # Twice the CPU serves more than twice the RPS here: at 150m Envoy's fixed cost per window weighs more, and
-    # CPU per request falls with load. Recorded: 524 -> 1,804 (3.44x, tests/report/data/local-150m-300m),
-    # 598 -> 1,762 (2.95x, 2026-11-24), and within 2.4x in other runs. A limit that did not hold gives ~1x.
-    assert 1.6 <= knees[1] / knees[0] <= 3.6, knees
+    # Twice the CPU serves more than twice the RPS here: at 150m (15 ms of CPU per 100 ms period) Envoy's fixed
+    # cost weighs more and CPU per request falls with load, and the 150m knee is the one that moves. Recorded:
+    # 524 -> 1,804 (3.44x, tests/report/data/local-150m-300m), 598 -> 1,762 (2.95x), 366 -> 1,499 (4.09x, a CI
+    # run on 2026-11-25), within 2.4x in other runs. The lower bound catches both configurations run at one cap (~1x) or
+    # swapped caps (<1x). The upper bound is loose: past 6x, 150m would cost three times the CPU per request of 300m,
+    # which no run came near (at most 2.05x).
+    assert 1.6 <= knees[1] / knees[0] <= 6.0, knees
     with (run_dir / "steps.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == sum(len(c["steps"]) for c in summary["configs"])
