@@ -28,13 +28,9 @@ def main() -> None:
     args = parser.parse_args()
     adaptive: list[tuple[int, float, float | None, float | None]] = []
     ramp: list[tuple[int, float, float | None, float | None]] = []
-    guess = None
+    guess: float | None = None  # set by the first repeat's adaptive run, which goes first
     for repeat in range(args.repeats):
         for name in ("adaptive", "ramp") if repeat % 2 == 0 else ("ramp", "adaptive"):
-            if name == "ramp" and guess is None:
-                summary, _ = run_sweep(scenario_with(args.cap))  # the ramp needs a knee to centre on
-                knee = summary.configs[0].valid_knee
-                guess = knee.rps if knee else 1000.0
             if name == "adaptive":
                 summary, wall = run_sweep(scenario_with(args.cap))
             else:
@@ -45,8 +41,8 @@ def main() -> None:
             knee = config.valid_knee
             found = (len(config.steps), wall, knee.rps if knee else None, knee.half_width if knee else None)
             (adaptive if name == "adaptive" else ramp).append(found)
-            if name == "adaptive" and knee is not None:
-                guess = knee.rps
+            if name == "adaptive":  # the ramp centres on the last knee found (no knee: 1,000 RPS, no extra sweep)
+                guess = knee.rps if knee is not None else (guess or 1000.0)
             print(f"repeat {repeat + 1} {name:<8}: {found[0]} windows, {wall:.0f} s, knee {found[2] or 0:,.0f}")
     for name, runs in (("adaptive", adaptive), ("fixed ramp", ramp)):
         widths = [r[3] for r in runs if r[3] is not None]

@@ -362,7 +362,10 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
     contour = versions.pop("contour", None) or (
         "not used: the local platform programs Envoy as Contour would" if summary.platform == "local" else "-"
     )
-    nginx = f"{version('nginx')}; {_joined(sorted({c.backend.replicas for c in configs}))} replica(s)"
+    replicas = {c.backend.replicas for c in configs}
+    if summary.memory is not None and scenario is not None:  # the memory experiment scales to the largest count
+        replicas.add(max(scenario.backend.replicas))
+    nginx = version("nginx") + (f"; {_joined(sorted(replicas))} replica(s)" if replicas else "")
     locust, prometheus = version("locust"), version("prometheus")
     if scenario is not None:
         nginx += f", {scenario.backend.worker_processes} worker process(es) each"

@@ -63,8 +63,8 @@ def _finish(run, timeout_s: float) -> tuple[str, str]:
             run.communicate(timeout=600)
 
 
-# The rollout test checks how a run ends, not where the knee is: three fixed levels far below it keep
-# each configuration to about a minute (the default adaptive search took 5 min).
+# The pause and rollout tests check how a run ends, not where the knee is: three fixed levels far below it
+# keep each configuration to about a minute (the default adaptive search took 5-6 min).
 SHORT_FIXED = {
     "load.search": "fixed",
     "load.rps": [100, 150, 200],
@@ -78,7 +78,7 @@ SHORT_FIXED = {
 def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster, tmp_path):
     kubeconfig, admin = cluster
     before = _gateway(admin)
-    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15, 0.3]})
+    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15, 0.3], **SHORT_FIXED})
     run = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path / "results")
     try:
         run_dir = run_dir_of(tmp_path / "results")

@@ -62,3 +62,15 @@ def test_the_markdown_report_has_a_row_per_route_point_with_contours_figures(tmp
     assert bulk is not None and bulk.bulk_s is not None and bulk.bulk_status_s is not None
     assert f"| 900 | 880, {bulk.bulk_s:,.2f} s, {bulk.bulk_status_s:,.2f} s | 20 |" in report
     assert (run_dir / "plots" / "memory_route_programming.png").stat().st_size > 10_000
+
+
+def test_a_memory_only_report_has_no_empty_sections_and_names_the_backend_it_ran(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN.parent / "local-memory", run_dir)
+    result = run_sizer("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    report = (run_dir / "report.md").read_text()
+    assert "## Memory" in report and "## Conclusions" not in report  # no CPU configuration, so nothing to conclude
+    nginx = next(line for line in report.splitlines() if line.startswith("| nginx |"))
+    assert "; 1 replica(s), 1 worker process(es) each" in nginx and " - replica" not in nginx, nginx
+    assert 'id="conclusions"' not in (run_dir / "report.html").read_text()
