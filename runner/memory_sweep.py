@@ -72,7 +72,7 @@ def memory_configuration(scenario: Scenario, routes: int = 0) -> Configuration:
         envoy_cpu_cores=cpu,
         envoy_memory_bytes=spec.memory_for(scenario.envoy.memory_bytes),
         envoy_concurrency=scenario.envoy.concurrency_for(cpu),
-        backend_replicas=max(scenario.backend.replicas),
+        backend_replicas=scenario.backend.max_replicas,
         arrivals=scenario.load.arrivals[0],
         extra_routes=routes,
     )

@@ -399,6 +399,12 @@ class BackendSpec(_Model):
     response_status: Int = Field(default=200, ge=200, le=599)
     workload: WorkloadRef = WorkloadRef(namespace="gateway-loadtest", name="nginx", container="nginx")
 
+    @property
+    def max_replicas(self) -> int:
+        """The largest replica count of the sweep: what the baseline and the memory experiment run with, and the
+        ports the local test bed must have free."""
+        return max(self.replicas)
+
 
 class LoadSpec(_Model):
     """How Locust drives the gateway and how the load is stepped."""

@@ -196,7 +196,7 @@ class Sweep:
             envoy_cpu_cores=envoy_cpu,
             envoy_memory_bytes=max(envoy.memory_bytes),
             envoy_concurrency=envoy.concurrency_for(envoy_cpu),
-            backend_replicas=max(self.scenario.backend.replicas),
+            backend_replicas=self.scenario.backend.max_replicas,
             arrivals=self.scenario.load.arrivals[0],
         )
         self.platform.apply(config)

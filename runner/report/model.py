@@ -364,7 +364,7 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
     )
     replicas = {c.backend.replicas for c in configs}
     if summary.memory is not None and scenario is not None:  # the memory experiment scales to the largest count
-        replicas.add(max(scenario.backend.replicas))
+        replicas.add(scenario.backend.max_replicas)
     nginx = version("nginx") + (f"; {_joined(sorted(replicas))} replica(s)" if replicas else "")
     locust, prometheus = version("locust"), version("prometheus")
     if scenario is not None:

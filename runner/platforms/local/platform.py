@@ -61,7 +61,7 @@ class LocalPlatform(Platform):
 
     def start(self) -> None:
         load = self.scenario.load
-        self.testbed.check_ports(max(self.scenario.backend.replicas))
+        self.testbed.check_ports(self.scenario.backend.max_replicas)
         self.testbed.record_state(self.owner_pid)
         self.testbed.start_monitoring()
         options = LocustOptions.from_load(load)
