@@ -140,7 +140,8 @@ class Sweep:
         load = self.scenario.load
         search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores, self._knee_per_core(config))
         meter = self.driver.meter(config.envoy_cpu_cores)
-        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers, profile=config.profile)
+        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers, profile=config.profile,
+                                     scrape_interval_s=self.scenario.prometheus.scrape_interval_s)  # fmt: skip
         deadline = self.clock.monotonic() + load.max_config_s
         target = self.platform.target(config.profile, load)
         steps: list[Step] = []

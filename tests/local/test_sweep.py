@@ -159,7 +159,10 @@ def test_ctrl_c_stops_everything_keeps_finished_configs_and_resume_completes(tmp
     after = _summary(tmp_path)
     assert after["status"] == "complete"
     assert after["configs"][0] == first  # untouched
-    assert after["configs"][1]["status"] == "saturated" and len(after["configs"][1]["steps"]) == len(LEVELS)
+    resumed_config = after["configs"][1]
+    findings = [(s["rps"], s["cpu_utilization_mean"], s["guards"]) for s in resumed_config["steps"] if s["guards"]]
+    assert resumed_config["status"] == "saturated", (resumed_config["reason"], findings)
+    assert len(resumed_config["steps"]) == len(LEVELS)
     assert os.path.samefile(tmp_path / "latest", tmp_path / summary["run_id"])
 
 

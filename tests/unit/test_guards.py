@@ -1,8 +1,10 @@
 import random
 
+import numpy as np
+import pytest
 from simulated_envoy import make_step
 
-from runner.guards import GuardContext, check_step, judge
+from runner.guards import GuardContext, check_step, judge, rps_mismatch, rps_mismatch_limit
 from runner.knee import find_knee
 
 CONTEXT = GuardContext(threshold=0.90, workers=2)
@@ -141,3 +143,45 @@ def test_rps_mismatch_allows_for_scrape_stamps_only_in_short_windows():
     assert "rps-mismatch" not in _names(short)  # 5.2% apart over 3 s: within the stamps' jitter
     long = short.model_copy(update={"window_s": 15.0})
     assert "rps-mismatch" in _names(long)  # the same gap over 15 s is foreign load or failing requests
+
+
+def test_a_short_low_rate_window_allows_the_poisson_spread_of_its_unshared_span():
+    # a CI run: 204 RPS counted by the client, 186 by Envoy over 3 s; chance, not foreign load
+    ci = make_step(0, users=40, rps=204, utilization=0.25, target_rps=200, envoy_rps=186, window_s=3.0)
+    assert "rps-mismatch" not in _names(ci)
+    foreign = ci.model_copy(update={"envoy_rps": 204 * 1.15})  # 15% more reached Envoy than the client sent
+    assert "rps-mismatch" in _names(foreign)
+    at_high_rate = make_step(0, users=40, rps=2040, utilization=0.6, target_rps=2000, envoy_rps=1860, window_s=3.0)
+    assert "rps-mismatch" in _names(at_high_rate)  # the same 9% at ten times the rate is not chance
+    assert rps_mismatch_limit(ci, 1.0) < rps_mismatch_limit(ci, 1.5)  # a longer unshared span allows more
+
+
+def _poisson_counts(rng: np.random.Generator, rate: float, window_s: float, scrape_s: float, extra: float) -> tuple:
+    """The client's and Envoy's rates of one window of Poisson arrivals: the client counts the whole window,
+    Envoy from its first to its last scrape (scrapes every `scrape_s` from a random phase), `extra` more."""
+    arrivals = np.sort(rng.uniform(0, window_s, rng.poisson(rate * window_s)))
+    phase = rng.uniform(0, scrape_s)
+    first, last = phase, phase + scrape_s * np.floor((window_s - phase) / scrape_s)
+    envoy = np.count_nonzero((arrivals >= first) & (arrivals < last)) / (last - first)
+    return len(arrivals) / window_s, envoy * (1 + extra)
+
+
+@pytest.mark.parametrize(("rate", "window_s"), [(200, 3.0), (150, 4.0), (2000, 3.0), (200, 15.0)])
+def test_rps_mismatch_fires_on_chance_rarely_and_on_foreign_load_mostly(rate: float, window_s: float):
+    """Simulated Poisson windows, as Locust and Envoy count them: the guard fires by chance on at most 1 in
+    500 (a limit of 5% or 0.25 s of the window, as before, fired on 1 in 210 at 200 RPS over 3 s and 1 in 125
+    at 150 RPS over 4 s: a sweep of short windows lost a configuration that way); with a quarter more load
+    reaching Envoy it fires on most."""
+    rng = np.random.default_rng(7)
+    windows = 4000
+
+    def fired(extra: float) -> float:
+        hits = 0
+        for _ in range(windows):
+            client, envoy = _poisson_counts(rng, rate, window_s, 1.0, extra)
+            step = make_step(0, users=40, rps=client, utilization=0.3, envoy_rps=envoy, window_s=window_s)
+            hits += rps_mismatch(step, [], CONTEXT) is not None
+        return hits / windows
+
+    assert fired(0.0) <= 0.002
+    assert fired(0.25) > 0.9
