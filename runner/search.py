@@ -47,6 +47,7 @@ REFINE_ABOVE = 0.02  # ... and this far above it (utilization saturates soon abo
 CAPACITY_STEP = 0.08  # without a fit, a capacity probe offers this much more than the highest rate served
 CAPACITY_RESERVE = 2  # windows kept back from refining for the capacity
 MAX_CAPACITY_JUMP = 1.5  # a capacity probe offers at most this much more than the highest rate served
+OUT_OF_ORDER_STEP = 0.15  # windows that cross the threshold only out of order: measure this far below them
 HINT_SHARE = 0.6  # start a configuration at this share of the knee another one suggests
 MIN_START_RPS = 50.0
 
@@ -144,11 +145,20 @@ class AdaptiveSearch:
         return self._probe_capacity(steps, result, capacity)
 
     def _locate(self, steps: Sequence[Step]) -> float | None:
-        """No bracket yet: shrink when everything is past the threshold, else aim at it."""
+        """No bracket yet: shrink when everything is past the threshold; below the windows when they cross it
+        only out of order; else aim at it."""
         offered = [s.offered for s in steps]
-        if all(s.cpu_utilization_mean >= self.threshold for s in steps):
+        reached = [s.offered for s in steps if s.cpu_utilization_mean >= self.threshold]
+        if len(reached) == len(steps):
             lowest = min(offered) * SHRINK
             return lowest if lowest >= (1 if self.maker.mode == "users" else 1.0) else None
+        if reached:
+            # every window under the threshold offered more than one that reached it: near the knee the noise
+            # is larger than the steps, and aiming higher again would only measure more saturated windows
+            below = min(reached) * (1 - OUT_OF_ORDER_STEP)
+            if self.maker.mode == "users":
+                below = float(min(round(below), int(min(reached)) - 1))
+            return below if below >= 1 else None
         highest = max(offered)
         guess = self._predict(steps)
         if guess is None:

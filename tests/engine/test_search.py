@@ -127,3 +127,28 @@ def test_any_envoy_the_search_ends_within_its_budget_and_grows_at_most_4x(limit,
         assert step.offered <= highest * MAX_GROWTH * 1.0001
         assert math.isfinite(step.offered) and step.offered > 0
     assert search.ending(steps)
+
+
+def test_windows_that_cross_the_threshold_only_out_of_order_send_the_search_below_them():
+    # near the knee the noise outgrows the steps (300 RPS read 96%, 315 RPS 89%, 330 RPS 91%): climbing again
+    # only measured more saturated windows until the budget ran out; the next window goes below them instead
+    envoy = SimulatedEnvoy(limit_cores=0.15, noise=0.0)
+    read = [(300.0, 0.96), (315.0, 0.89), (330.0, 0.91)]
+    steps = [
+        simulate_window(envoy, i, RPS.level(rps)).model_copy(update={"cpu_utilization_mean": u})
+        for i, (rps, u) in enumerate(read)
+    ]
+    assert find_knee(steps, THRESHOLD).knee is None
+    search = AdaptiveSearch(300.0, RPS, THRESHOLD)
+    level = search.next_level(steps)
+    assert level is not None and level.target_rps is not None and level.target_rps < 300
+    below = simulate_window(envoy, 3, level).model_copy(update={"cpu_utilization_mean": 0.80})
+    knee = find_knee([*steps, below], THRESHOLD).knee
+    assert knee is not None and level.target_rps < knee.rps < 330
+    # closed loop: whole users, fewer than the lowest count that reached the threshold
+    users = [
+        simulate_window(envoy, i, USERS.level(n)).model_copy(update={"cpu_utilization_mean": u})
+        for i, (n, u) in enumerate([(3, 0.95), (4, 0.88)])
+    ]
+    level = AdaptiveSearch(3, USERS, THRESHOLD).next_level(users)
+    assert level is not None and level.users == 2
