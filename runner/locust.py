@@ -43,9 +43,10 @@ LOG_LEVEL = "WARNING"
 USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
 FLAGS = frozenset({"new_connection"})  # the gateway locustfile's options that are flags, not values
 POLL_S = 0.5
-# Workers send their counters to the master every 3 s (locust.runners.WORKER_REPORT_INTERVAL); figures
-# for a second are complete once a report after it has arrived.
-REPORT_LAG_S = 3.5
+# Workers send their counters to the master every second (the stats extension sets Locust's 3 s
+# WORKER_REPORT_INTERVAL to this); figures for a second are complete once a report after it has arrived.
+WORKER_REPORT_INTERVAL_S = 1.0
+REPORT_LAG_S = WORKER_REPORT_INTERVAL_S + 0.5
 
 
 def user_class(load: LoadSpec) -> str:

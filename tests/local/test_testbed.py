@@ -8,7 +8,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from runner.locust import LocustOptions
+from runner.locust import REPORT_LAG_S, LocustOptions
 from runner.metrics import Metrics
 from runner.paths import PROJECT_ROOT
 from runner.platforms.local.envoy import CLUSTER_NAME
@@ -92,4 +92,13 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     assert 100 < metrics.envoy_rps(SELECTORS.envoy, end - 4, end) < 300  # 10 users x 20 RPS
     assert metrics.cpu_cores(SELECTORS.envoy, end - 4, end).mean > 0
     assert metrics.cpu_cores(SELECTORS.generator, end - 4, end).mean > 0
+    # a second's counts are all on the master REPORT_LAG_S after it ends (what a window waits for): every
+    # worker has reported since; with Locust's own 3 s report interval they would still grow after that
+    for _ in range(3):
+        second = int(time.time())
+        time.sleep(second + 1 + REPORT_LAG_S - time.time())
+        early = locust.snapshot().requests_per_second.get(second, 0)
+        time.sleep(2.5)
+        late = locust.snapshot().requests_per_second.get(second, 0)
+        assert early == late > 0, (second, early, late)
     locust.stop()

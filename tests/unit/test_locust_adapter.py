@@ -33,6 +33,7 @@ def test_the_master_extension_serves_the_paths_the_adapter_calls():
     assert routes["SNAPSHOT_ROUTE"] == locust.SNAPSHOT_PATH
     assert routes["HEARTBEAT_ROUTE"] == locust.HEARTBEAT_PATH
     assert routes["STATE_ROUTE"] == locust.STATE_PATH
+    assert routes["WORKER_REPORT_INTERVAL_S"] == locust.WORKER_REPORT_INTERVAL_S  # what REPORT_LAG_S waits for
 
 
 def test_the_locustfile_takes_every_option_the_adapter_sends_and_defines_its_user_classes():
