@@ -15,7 +15,7 @@ from typing import Any
 import requests
 
 from runner.errors import UnreachableError
-from runner.http import RetryingClient, split_credentials, timeout
+from runner.http import RETRY_BUDGET_S, RetryingClient, split_credentials, timeout
 
 # {sel} is a label matcher list (see Selector), {range} a PromQL duration.
 # CPU is read as the counter's raw samples (with their own timestamps) and turned into rates here:
@@ -92,14 +92,18 @@ class Metrics:
     """Evaluates the sweep's PromQL against one Prometheus over [start, end] windows."""
 
     def __init__(
-        self, url: str, session: requests.Session | RetryingClient | None = None, scrape_interval_s: float = 1.0
+        self,
+        url: str,
+        session: requests.Session | RetryingClient | None = None,
+        scrape_interval_s: float = 1.0,
+        retry_s: float = RETRY_BUDGET_S,
     ) -> None:
         # credentials in the URL (http://user:password@host) go to the session, never into a message
         bare, credentials = split_credentials(url.rstrip("/"))
         self.url = bare
         self.scrape_interval_s = scrape_interval_s
-        # the API server's proxy needs the cluster's credentials: the caller's session carries them
-        self._client = session if isinstance(session, RetryingClient) else RetryingClient(session)
+        # the API server's proxy needs the cluster's credentials: the caller's client carries them (and its budget)
+        self._client = session if isinstance(session, RetryingClient) else RetryingClient(session, budget_s=retry_s)
         self._recent: dict[tuple[str, float], list[dict[str, Any]]] = {}
         if credentials is not None:
             self._client.session.auth = credentials

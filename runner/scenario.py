@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from runner.errors import ScenarioError, UsageError
-from runner.http import redact_url
+from runner.http import RETRY_BUDGET_S, redact_url
 from runner.paths import PROJECT_ROOT, SCENARIO_DIR
 from runner.profiles import PLAIN_PROFILE, ProfileList
 from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory, parse_number_list, short_repr
@@ -501,6 +501,8 @@ class PrometheusSpec(_Model):
     url: Url | None = None
     scrape_interval_s: Float = Field(default=1.0, gt=0, le=MAX_SCRAPE_INTERVAL_SECONDS, alias="scrape_interval_seconds")
     service: ServiceRef = ServiceRef(namespace="monitoring", name="prometheus", port=9090)
+    # how long a query keeps retrying a refused connection, a timeout or a 502-504 before the configuration fails
+    retry_s: Float = Field(default=RETRY_BUDGET_S, ge=1, le=MAX_WAIT_SECONDS, alias="retry_seconds")
 
 
 class KubernetesSpec(_Model):

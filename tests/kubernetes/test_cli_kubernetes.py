@@ -98,8 +98,9 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
 ):
     create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": ORIGINAL}))
     create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
-    extra = {"prometheus": {"url": f"http://127.0.0.1:{free_port()}"}} if prometheus == "url" else {}
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, **extra)
+    url = {"url": f"http://127.0.0.1:{free_port()}"} if prometheus == "url" else {}
+    # a 5 s retry budget: the default 45 s would only make the refused connection take longer to report
+    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, prometheus={"retry_seconds": 5, **url})
     _one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy) == ORIGINAL

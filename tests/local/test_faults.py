@@ -27,7 +27,7 @@ from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 from runner.platforms.local.cgroups import ROOT_NAME, detect_driver
 
-LEVELS = [150, 250, 350, 450]  # four short windows per configuration, far below the knee
+LEVELS = [150, 250, 350]  # three short windows per configuration (about 6 s each), below the knee
 PROXY_TIMEOUT_S = 60.0  # longer than the runner's 10 s read timeout: a frozen Prometheus times out there
 
 
@@ -171,7 +171,8 @@ def test_prometheus_frozen_killed_and_answering_5xx_each_fail_one_configuration(
         return state.get("url")
 
     with _proxy(local_prometheus) as (proxy_url, failing):
-        scenario = _scenario(tmp_path, [0.25, 0.26, 0.27, 0.28], prometheus={"url": proxy_url})
+        # a 10 s retry budget instead of the default 45 s: a frozen Prometheus fails its configuration sooner
+        scenario = _scenario(tmp_path, [0.25, 0.26, 0.27, 0.28], prometheus={"url": proxy_url, "retry_seconds": 10})
         sweep = _start(tmp_path, scenario)
         deadline = time.monotonic() + 60
         while "url" not in state and time.monotonic() < deadline:
@@ -181,7 +182,7 @@ def test_prometheus_frozen_killed_and_answering_5xx_each_fail_one_configuration(
                 state["url"] = json.loads(records[0].read_text())["urls"]["prometheus"]
             time.sleep(0.2)
         _wait_for_first_window(sweep, tmp_path, 0)
-        _kill(sweep.pid, "prometheus", signal.SIGSTOP)  # frozen past the 45 s retry budget
+        _kill(sweep.pid, "prometheus", signal.SIGSTOP)  # frozen past the retry budget
         _wait_for_status(sweep, tmp_path, 0, "failed")
         _kill(sweep.pid, "prometheus", signal.SIGCONT)
         _wait_for_first_window(sweep, tmp_path, 1, timeout_s=300)

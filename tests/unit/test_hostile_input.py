@@ -429,7 +429,7 @@ SECTIONS = {
         "memory",
         "only",
     ],
-    "prometheus": ["url", "scrape_interval_seconds", "service"],
+    "prometheus": ["url", "scrape_interval_seconds", "service", "retry_seconds"],
     "kubernetes": [
         "kubeconfig",
         "context",

@@ -142,6 +142,8 @@ def test_resolved_scenario_dumps_to_yaml_that_loads_back(tmp_path: Path):
         ("load", "user_class", "os.system"),
         ("baseline", "users", 10**9),
         ("prometheus", "scrape_interval_seconds", float("inf")),
+        ("prometheus", "retry_seconds", 0),
+        ("prometheus", "retry_seconds", 1e9),
         ("prometheus", "url", "file:///etc/passwd"),
         ("kubernetes", "rollout_timeout_seconds", float("inf")),
         ("kubernetes", "namespace", 'gateway"loadtest'),

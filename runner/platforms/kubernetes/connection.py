@@ -56,10 +56,10 @@ class Cluster:
         """The API of custom resources (Contour's HTTPProxy)."""
         return client.CustomObjectsApi(self.api)
 
-    def client(self) -> RetryingClient:
+    def client(self, budget_s: float = RETRY_BUDGET_S) -> RetryingClient:
         """An HTTP client authenticated like the API client (for service-proxy URLs), retrying transient
-        failures and renewing an expired bearer token on a 401."""
-        return RetryingClient(self.session(), refresh=self._authorize)
+        failures for up to `budget_s` and renewing an expired bearer token on a 401."""
+        return RetryingClient(self.session(), budget_s=budget_s, refresh=self._authorize)
 
     def _authorize(self, session: requests.Session) -> None:
         cfg = self.api.configuration

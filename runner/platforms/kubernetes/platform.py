@@ -108,11 +108,12 @@ class KubernetesPlatform(Platform):
                 "pass --scenario with the scenario file that has them",
             )
         if spec.url:
-            metrics = Metrics(spec.url, scrape_interval_s=spec.scrape_interval_s)
+            metrics = Metrics(spec.url, scrape_interval_s=spec.scrape_interval_s, retry_s=spec.retry_s)
         else:
             service = spec.service
             url = cluster.service_proxy_url(service.namespace, service.name, service.port)
-            metrics = Metrics(url, session=cluster.client(), scrape_interval_s=spec.scrape_interval_s)
+            proxy = cluster.client(budget_s=spec.retry_s)
+            metrics = Metrics(url, session=proxy, scrape_interval_s=spec.scrape_interval_s)
         metrics.check()
         return metrics
 

@@ -52,7 +52,8 @@ class LocalPlatform(Platform):
         self._body_sizes = tuple(sorted(sizes))
         # prometheus.url: read from another Prometheus (or a proxy to this one); the local one still scrapes
         url = scenario.prometheus.url or self.testbed.prometheus_url
-        self._metrics = Metrics(url, scrape_interval_s=scenario.prometheus.scrape_interval_s)
+        self._metrics = Metrics(url, scrape_interval_s=scenario.prometheus.scrape_interval_s,
+                                retry_s=scenario.prometheus.retry_s)  # fmt: skip
 
     @classmethod
     def for_hand_testbed(cls, scenario: Scenario) -> LocalPlatform:
