@@ -30,7 +30,7 @@ STAT_PREFIX = "ingress_http"
 CLUSTER_NAME = "gateway-loadtest/nginx/80/da39a3ee5e"
 UNLIMITED = 1_000_000_000  # circuit-breaker thresholds high enough to never queue or reject
 CONNECT_TIMEOUT = "2s"
-IDLE_TIMEOUT = "60s"
+IDLE_TIMEOUT_S = 60.0  # Contour's default connection idle timeout
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 # Only the stats the sweep reads, so a 1 s scrape costs Envoy (inside its CPU limit) almost nothing.
 SCRAPE_FILTER = (
@@ -151,7 +151,8 @@ class Overload:
 @dataclass(frozen=True)
 class EnvoyLayout:
     """Addresses Envoy listens on and sends to; `tls` adds the TLS listener, `extra_routes` virtual hosts
-    to the plain listener's routes, `overload` the overload manager."""
+    to the plain listener's routes, `overload` the overload manager; `idle_timeout_s` closes a downstream
+    connection idle that long."""
 
     listen_port: int
     admin_port: int
@@ -161,6 +162,7 @@ class EnvoyLayout:
     tls: TlsListener | None = None
     extra_routes: int = 0
     overload: Overload | None = None
+    idle_timeout_s: float = IDLE_TIMEOUT_S
 
 
 def _circuit_breakers() -> dict[str, Any]:
@@ -178,7 +180,7 @@ def _virtual_host(host: str) -> dict[str, Any]:
 
 
 def _connection_manager(
-    stat_prefix: str, route_name: str, hosts: list[str], filters: list[dict[str, Any]]
+    stat_prefix: str, route_name: str, hosts: list[str], filters: list[dict[str, Any]], idle_timeout_s: float
 ) -> dict[str, Any]:
     """The HTTP connection manager as Contour configures it, routing each of `hosts` to the nginx cluster."""
     return {
@@ -192,7 +194,7 @@ def _connection_manager(
             "merge_slashes": True,
             "preserve_external_request_id": True,
             "generate_request_id": False,
-            "common_http_protocol_options": {"idle_timeout": IDLE_TIMEOUT},
+            "common_http_protocol_options": {"idle_timeout": f"{idle_timeout_s:g}s"},
             "http_filters": filters,
             "route_config": {"name": route_name, "virtual_hosts": [_virtual_host(host) for host in hosts]},
         },
@@ -209,7 +211,9 @@ def _tls_listener(layout: EnvoyLayout, tls: TlsListener) -> dict[str, Any]:
         },
     }
     routes = f"https/{layout.host_header}"
-    manager = _connection_manager(TLS_STAT_PREFIX, routes, [layout.host_header], [lua, *HTTP_FILTERS])
+    manager = _connection_manager(
+        TLS_STAT_PREFIX, routes, [layout.host_header], [lua, *HTTP_FILTERS], layout.idle_timeout_s
+    )
     context = {
         "@type": f"{_TLS}.DownstreamTlsContext",
         "common_tls_context": {
@@ -281,15 +285,14 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
     endpoints = [
         {"endpoint": {"address": {"socket_address": {**socket, "port_value": port}}}} for port in layout.upstream_ports
     ]
-    extra = [EXTRA_ROUTE_HOST.format(index=i) for i in range(layout.extra_routes)]
+    hosts = [layout.host_header, *(EXTRA_ROUTE_HOST.format(index=i) for i in range(layout.extra_routes))]
+    manager = _connection_manager(STAT_PREFIX, STAT_PREFIX, hosts, HTTP_FILTERS, layout.idle_timeout_s)
     listeners = [
         {
             "name": STAT_PREFIX,
             "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
             "socket_options": KEEPALIVE_OPTIONS,
-            "filter_chains": [
-                {"filters": [_connection_manager(STAT_PREFIX, STAT_PREFIX, [layout.host_header, *extra], HTTP_FILTERS)]}
-            ],
+            "filter_chains": [{"filters": [manager]}],
         }
     ]
     secrets = []

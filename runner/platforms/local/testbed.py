@@ -286,10 +286,11 @@ class LocalTestbed:
         *,
         extra_routes: int = 0,
         overload: envoy.Overload | None = None,
+        idle_timeout_s: float = envoy.IDLE_TIMEOUT_S,
     ) -> None:
         """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod; with a certificate,
-        Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more virtual hosts and `overload`
-        manager settings go into its bootstrap."""
+        Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more virtual hosts, `overload`
+        manager settings and the connection idle timeout go into its bootstrap."""
         if not self.backend:
             raise PlatformError("start the backend before Envoy")
         self._remove(ENVOY_POD)
@@ -304,6 +305,7 @@ class LocalTestbed:
             tls=tls,
             extra_routes=extra_routes,
             overload=overload,
+            idle_timeout_s=idle_timeout_s,
         )
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
         entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
