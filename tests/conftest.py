@@ -1,4 +1,5 @@
-"""Shared fixtures: a real local test bed on free ports, and a check that nothing is left behind."""
+"""Shared fixtures: a real local test bed on free ports, and a check that nothing is left behind; the order in
+which the suite's parts run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,22 @@ from sizer_testing import alive, cgroup_tree
 from runner.platforms.local.testbed import LocalTestbed, Ports
 
 _ids = itertools.count()
+
+# The parts of the suite in the order they run. The ones that measure CPU on the local platform go first, on a
+# quiet machine: the session's kube-apiserver and etcd (tests/kubernetes) and the one-machine cluster
+# (tests/cluster, taken down again by tests/cluster_infra) would otherwise run beside them until the session ends.
+# The API server's tests go last, so that it does not run beside the cluster's sweeps either.
+ORDER = ("local", "locustfile", "bench", "unit", "engine", "report", "cluster", "cluster_infra", "kubernetes")
+TESTS = Path(__file__).resolve().parent
+
+
+def _part(item: pytest.Item) -> int:
+    parts = item.path.resolve().relative_to(TESTS).parts
+    return ORDER.index(parts[0]) if len(parts) > 1 and parts[0] in ORDER else len(ORDER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_part)  # stable: each part keeps its files' and tests' order
 
 
 @pytest.fixture

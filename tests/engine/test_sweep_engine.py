@@ -110,7 +110,7 @@ def test_prometheus_unreachable_mid_run_fails_that_configuration_with_the_reason
 
 
 def test_the_time_budget_ends_a_configuration_and_says_so(tmp_path):
-    scenario = _scenario(load={"max_seconds_per_config": 40})
+    scenario = _scenario(load={"max_seconds_per_config": 30})  # about three 12 s steps
     sweep = _sweep(tmp_path, scenario, FakePlatform(FakeClock(), _envoy))
     sweep.run()
     for result in sweep.store.summary.configs:
