@@ -63,11 +63,11 @@ def _finish(run, timeout_s: float) -> tuple[str, str]:
             run.communicate(timeout=600)
 
 
-# The pause and rollout tests check how a run ends, not where the knee is: three fixed levels far below it
-# keep each configuration to about a minute (the default adaptive search took 5-6 min).
+# The pause and rollout tests check how a run ends, not where the knee is: two fixed levels far below it keep
+# each configuration short (the default adaptive search took 5-6 min). The pause lands in the second window.
 SHORT_FIXED = {
     "load.search": "fixed",
-    "load.rps": [100, 150, 200],
+    "load.rps": [100, 150],
     "load.step_seconds": 15,
     "load.warmup_seconds": 2,
     "load.settle_seconds": 1,
@@ -129,7 +129,12 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     scenario = scenario_file(
         tmp_path,
         on_failure=on_failure,
-        **{"envoy.cpu": [too_many, 0.15], "kubernetes.rollout_timeout_seconds": 60, **SHORT_FIXED},
+        **{
+            "envoy.cpu": [too_many, 0.15],
+            "kubernetes.rollout_timeout_seconds": 30,
+            **SHORT_FIXED,
+            "load.step_seconds": 6,
+        },
     )
     started = time.monotonic()
     result = run_sizer(
@@ -143,7 +148,7 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     assert result.returncode == 1, result.stderr[-2000:]
     assert first["status"] == "failed"
     assert re.search(
-        r"rollout of DaemonSet projectcontour/envoy not done after 60 s: pod envoy-\S+ Pending, Unschedulable: "
+        r"rollout of DaemonSet projectcontour/envoy not done after 30 s: pod envoy-\S+ Pending, Unschedulable: "
         r".*Insufficient cpu.*; last event FailedScheduling",
         first["reason"],
     ), first["reason"]
