@@ -135,7 +135,8 @@ def test_a_new_connection_per_request_through_envoys_tls_listener(tls_gateway, t
     assert entry["num_failures"] == 0 and entry["num_requests"] >= 100, entry
     assert requests >= entry["num_requests"]
     assert connections >= requests - USERS and connections <= requests + USERS  # one per request
-    assert _handshakes(after) - _handshakes(before) == connections  # each a full TLS handshake
+    # each a full TLS handshake, but for at most one per user cut off by the stop mid-handshake (a CI run: 206 of 207)
+    assert connections - USERS <= _handshakes(after) - _handshakes(before) <= connections
     assert _delta(before, after, "http.ingress_http.downstream_rq_total") == 0  # nothing on the plain listener
 
 
