@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from runner.platforms.local.state import HAND_TESTBED_ID
 from runner.platforms.local.testbed import SELECTORS, LocalTestbed, LocustSetup, Ports
 from runner.profiles import TlsKey, TrafficProfile
 from runner.scenario import LoadSpec, Scenario
+
+CERTIFICATE_DIR = "tls"  # under the test bed's folder: the TLS profiles' certificates, removed when the run ends
 
 
 class LocalPlatform(Platform):
@@ -94,7 +97,7 @@ class LocalPlatform(Platform):
     def _certificate(self, key_type: TlsKey) -> CertificateFiles:
         """The run's certificate for the gateway's host with this key type, made on first use."""
         if key_type not in self._certificates:
-            folder = self.testbed.workdir / "tls"
+            folder = self.testbed.workdir / CERTIFICATE_DIR
             self._certificates[key_type] = write_certificate(folder, self.scenario.load.host_header, key_type)
         return self._certificates[key_type]
 
@@ -106,7 +109,13 @@ class LocalPlatform(Platform):
         return LoadTarget(url, load.host_header, profile.path(load.path), profile.new_connection)
 
     def stop(self) -> None:
-        self.testbed.stop()
+        """Stop the test bed, then remove the run's certificates and private keys (a sweep stops its platform
+        when its `with` block ends: also on a failure or a signal)."""
+        try:
+            self.testbed.stop()
+        finally:
+            shutil.rmtree(self.testbed.workdir / CERTIFICATE_DIR, ignore_errors=True)
+            self._certificates.clear()
 
     def check(self) -> None:
         self.testbed.check()
