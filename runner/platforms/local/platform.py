@@ -54,9 +54,9 @@ class LocalPlatform(Platform):
         sizes = {p.body_bytes for p in scenario.profiles if p.body_bytes is not None}
         self._body_sizes = tuple(sorted(sizes))
         # prometheus.url: read from another Prometheus (or a proxy to this one); the local one still scrapes
-        url = scenario.prometheus.url or self.testbed.prometheus_url
-        self._metrics = Metrics(url, scrape_interval_s=scenario.prometheus.scrape_interval_s,
-                                retry_s=scenario.prometheus.retry_s)  # fmt: skip
+        spec = scenario.prometheus
+        url = spec.url or self.testbed.prometheus_url
+        self._metrics = Metrics(url, scrape_interval_s=spec.scrape_interval_s, retry_s=spec.retry_s)
 
     @classmethod
     def for_hand_testbed(cls, scenario: Scenario) -> LocalPlatform:
