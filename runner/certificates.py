@@ -6,9 +6,11 @@ an ECDSA P-256 one), so it is part of the profile. Certificates live two days: l
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -59,12 +61,27 @@ def pem_pair(host: str, key_type: TlsKey) -> tuple[bytes, bytes]:
     return certificate.public_bytes(serialization.Encoding.PEM), key_pem
 
 
+def certificate_files(folder: Path, key_type: TlsKey) -> CertificateFiles:
+    """Where `write_certificate` puts a certificate with this key type: `<key type>.crt` and `.key`."""
+    return CertificateFiles(folder / f"{key_type}.crt", folder / f"{key_type}.key")
+
+
 def write_certificate(folder: Path, host: str, key_type: TlsKey) -> CertificateFiles:
     """A new certificate for `host` in `folder` (`<key type>.crt` and `.key`, the key readable by its owner only)."""
     folder.mkdir(parents=True, exist_ok=True)
     certificate, key = pem_pair(host, key_type)
-    files = CertificateFiles(folder / f"{key_type}.crt", folder / f"{key_type}.key")
+    files = certificate_files(folder, key_type)
     write_atomic(files.certificate, certificate)
     write_atomic(files.private_key, key)
     files.private_key.chmod(0o600)
     return files
+
+
+def remove_certificates(folder: Path) -> None:
+    """Delete what `write_certificate` wrote in `folder` (those file names only), then the folder if it is empty."""
+    for key_type in get_args(TlsKey):
+        files = certificate_files(folder, key_type)
+        files.certificate.unlink(missing_ok=True)
+        files.private_key.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()

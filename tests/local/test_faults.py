@@ -206,7 +206,8 @@ def test_prometheus_frozen_killed_and_answering_5xx_each_fail_one_configuration(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_runner_killed_hard_leaves_no_load_and_testbed_down_clears_the_rest(tmp_path: Path):
-    sweep = _start(tmp_path, _scenario(tmp_path, [0.25, 0.26]))
+    # over TLS: the run's private key is one of the things a hard kill leaves for `testbed down` to remove
+    sweep = _start(tmp_path, _scenario(tmp_path, [0.25, 0.26], profiles=["tls"]))
     _wait_for_first_window(sweep, tmp_path, 0)
     started = _all_pids(sweep.pid)
     locust = _pod_pids(sweep.pid, "locust-master") + _pod_pids(sweep.pid, "locust-worker-0")
@@ -221,9 +222,12 @@ def test_a_runner_killed_hard_leaves_no_load_and_testbed_down_clears_the_rest(tm
     down = run_sizer("testbed", "down", timeout=120)
     assert down.returncode == 0 and f"sweep-{sweep.pid}" in down.stdout, down.stdout + down.stderr
     assert not alive(started) and not cgroup_tree(f"sweep-{sweep.pid}")
-    resumed = run_sizer("sweep", "--resume", str((tmp_path / "latest").resolve()), "--free-ports", timeout=600)
+    run_dir = (tmp_path / "latest").resolve()
+    assert not list(run_dir.rglob("*.key")) and not list(run_dir.rglob("*.crt"))
+    resumed = run_sizer("sweep", "--resume", str(run_dir), "--free-ports", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert _summary(tmp_path)["status"] == "complete"
+    assert not list(run_dir.rglob("*.key"))
 
 
 @pytest.mark.slow

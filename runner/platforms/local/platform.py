@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-from runner.certificates import CertificateFiles, write_certificate
+from runner.certificates import CertificateFiles, remove_certificates, write_certificate
 from runner.errors import PlatformError
 from runner.locust import LoadTarget, LocustMaster, LocustOptions, user_class
 from runner.measure import Capacities
@@ -18,12 +17,10 @@ from runner.platforms.base import Endpoints, Platform
 from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, reference_speed
-from runner.platforms.local.state import HAND_TESTBED_ID
+from runner.platforms.local.state import CERTIFICATE_DIR, HAND_TESTBED_ID
 from runner.platforms.local.testbed import SELECTORS, LocalTestbed, LocustSetup, Ports
 from runner.profiles import TlsKey, TrafficProfile
 from runner.scenario import LoadSpec, Scenario
-
-CERTIFICATE_DIR = "tls"  # under the test bed's folder: the TLS profiles' certificates, removed when the run ends
 
 
 class LocalPlatform(Platform):
@@ -110,11 +107,11 @@ class LocalPlatform(Platform):
 
     def stop(self) -> None:
         """Stop the test bed, then remove the run's certificates and private keys (a sweep stops its platform
-        when its `with` block ends: also on a failure or a signal)."""
+        when its `with` block ends: also on a failure or a signal; after SIGKILL, `testbed down` does)."""
         try:
             self.testbed.stop()
         finally:
-            shutil.rmtree(self.testbed.workdir / CERTIFICATE_DIR, ignore_errors=True)
+            remove_certificates(self.testbed.workdir / CERTIFICATE_DIR)
             self._certificates.clear()
 
     def check(self) -> None:

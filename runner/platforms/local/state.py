@@ -25,6 +25,7 @@ HAND_TESTBED_ID = "testbed"  # the one test bed `gateway-sizer testbed up` start
 # Test bed ids: `testbed` (by hand), `<kind>-<owner pid>` for sweeps and tools, `test-<pid>-<n>` in tests.
 TESTBED_ID = re.compile(r"^(testbed|[a-z]+-[0-9]+(-[0-9]+)?)$")
 TSDB_PREFIX = "gateway-sizer-tsdb-"
+CERTIFICATE_DIR = "tls"  # in a test bed's workdir: the TLS profiles' certificates and keys, removed when it stops
 
 
 class TestbedRecord(BaseModel):
@@ -68,8 +69,11 @@ def stop_recorded_testbeds(*, everything: bool = False) -> list[str]:
     """Remove test beds recorded in the state folder whose owner is gone (or all with `everything`).
 
     Also removes cgroup trees under `gateway-sizer/` that no live owner records: the leftovers of a
-    run that was killed hard. Returns the ids removed; a record that fails validation is deleted unread.
+    run that was killed hard, and such a run's TLS certificates and keys. Returns the ids removed; a record that
+    fails validation is deleted unread.
     """
+    from runner.certificates import remove_certificates  # imports cryptography: only stopping needs it
+
     driver = detect_driver()
     removed: list[str] = []
     live: set[str] = set()
@@ -80,6 +84,8 @@ def stop_recorded_testbeds(*, everything: bool = False) -> list[str]:
         driver.remove_tree(record.testbed_id)
         if record.tsdb:
             shutil.rmtree(record.tsdb, ignore_errors=True)
+        if record.workdir:
+            remove_certificates(Path(record.workdir) / CERTIFICATE_DIR)
         path.unlink(missing_ok=True)
         removed.append(record.testbed_id)
     for orphan in driver.children():
