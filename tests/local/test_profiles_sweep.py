@@ -3,7 +3,6 @@ handshake per request, and a 16 KiB body, each at the same CPU limit; the run's 
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -11,14 +10,12 @@ import pytest
 import yaml
 from sizer_testing import PROJECT_ROOT, run_sizer
 
+from runner.results import load_summary
+
 PROFILES = ["tls", "tls-new-connection", "body-16k"]
 # Far below every knee at 300m (tls-new-connection's was ~220 RPS at 300m on 2026-11-24: 362 at 500m), so each
 # window is served in full and its CPU per request is the profile's, not a saturated Envoy's.
 LEVELS = [30, 60]
-
-
-def _us_per_request(step: dict) -> float:
-    return step["envoy_cpu_cores"] / step["envoy_rps"] * 1e6
 
 
 @pytest.mark.slow
@@ -34,23 +31,24 @@ def test_tls_a_handshake_per_request_and_a_16k_body_each_cost_what_they_should_a
     result = run_sizer("sweep", "--scenario", str(path), "--free-ports", "--results", str(tmp_path / "r"), timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = (tmp_path / "r" / "latest").resolve()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    configs = {c["profile"]["name"]: c for c in summary["configs"]}
+    summary = load_summary(run_dir)
+    configs = {c.profile.name: c for c in summary.configs}
     assert list(configs) == PROFILES
-    windows = {name: [(round(s["envoy_rps"]), round(_us_per_request(s)), s["envoy_cx_rate"]) for s in c["steps"]]
+    windows = {name: [(round(s.envoy_rps), round(s.cpu_per_request_us or 0), s.envoy_cx_rate) for s in c.steps]
                for name, c in configs.items()}  # fmt: skip
     for name, config in configs.items():
-        assert len(config["steps"]) == len(LEVELS), (name, config["reason"])
-        for step in config["steps"]:
-            assert step["fail_ratio"] == 0 and 0.9 * step["target_rps"] <= step["envoy_rps"], (name, windows)
+        assert len(config.steps) == len(LEVELS), (name, config.reason)
+        for step in config.steps:
+            assert step.target_rps is not None, (name, windows)
+            assert step.fail_ratio == 0 and 0.9 * step.target_rps <= step.envoy_rps, (name, windows)
     # Envoy counted a new connection for every request of tls-new-connection, and none past the users' own for
     # the keep-alive profiles (one connection per user, opened in the warm-up)
-    cx = {name: [s["envoy_cx_rate"] / s["envoy_rps"] for s in c["steps"]] for name, c in configs.items()}
-    assert all(0.9 <= share <= 1.1 for share in cx["tls-new-connection"]), windows
-    assert all(share < 0.05 for name in ("tls", "body-16k") for share in cx[name]), windows
+    cx = {name: [s.connections_per_request for s in c.steps] for name, c in configs.items()}
+    assert all(share is not None and 0.9 <= share <= 1.1 for share in cx["tls-new-connection"]), windows
+    assert all(share is not None and share < 0.05 for name in ("tls", "body-16k") for share in cx[name]), windows
     # a full RSA-2048 handshake is ~1,000 us of Envoy's CPU (1,063 us at 500m in the recorded profiles run):
     # a new connection per request costs far more per request than keep-alive over the same listener
-    cost = {name: statistics.median(_us_per_request(s) for s in c["steps"]) for name, c in configs.items()}
+    cost = {name: statistics.median(s.cpu_per_request_us or 0 for s in c.steps) for name, c in configs.items()}
     assert cost["tls-new-connection"] - cost["tls"] >= 400, (cost, windows)
     # the run's certificate and private key were removed when the platform stopped
     assert not list(run_dir.rglob("*.key")) and not list(run_dir.rglob("*.crt"))
