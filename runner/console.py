@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.status import Status
 from rich.table import Table
@@ -14,6 +16,11 @@ from runner.quantities import format_cpu
 from runner.report.formatting import millicores, percent_range
 from runner.results import RunStore
 
+if TYPE_CHECKING:
+    from runner.assess import Assessment
+
+MIN_ROUNDS = 3  # runner.curve.MIN_ROUNDS (the console imports no scipy)
+
 
 def describe_level(level: LoadLevel) -> str:
     if level.target_rps is not None:
@@ -22,10 +29,17 @@ def describe_level(level: LoadLevel) -> str:
 
 
 def knee_text(knee: Knee, cores: float | None = None) -> str:
-    """'1,440 RPS, 2,879 per core (95% CI 1,280-1,620, power fit over 11 windows)', or how it was found
+    """'1,440 RPS, 2,879 per core (95% CI 1,280-1,620 from 5 rounds, 14 windows)', or how it was found
     without an interval."""
     if knee.low is not None and knee.high is not None:
-        how = f"95% CI {knee.low:,.0f}-{knee.high:,.0f}, power fit over {knee.windows} windows"
+        source = (
+            f"from {knee.rounds} rounds, {knee.windows} windows"
+            if knee.rounds
+            else f"power fit over {knee.windows} windows"
+        )
+        how = f"95% CI {knee.low:,.0f}-{knee.high:,.0f}, {source}"
+    elif knee.method == "rounds":
+        how = f"no interval: {knee.rounds} round(s) of windows, an interval needs {MIN_ROUNDS}"
     elif knee.method == "power-fit":
         how = f"no interval: {knee.windows} windows scatter too much"
     else:
@@ -89,6 +103,11 @@ class ConsoleObserver(SweepObserver):
         c.print(f"  Prometheus:   {endpoints.prometheus}")
         c.print(f"  gateway:      {endpoints.gateway}")
 
+    def round_started(self, number: int, planned: int, order: list[Configuration]) -> None:
+        if planned > 1:
+            more = "" if number <= planned else " (more: an interval is wider than its target)"
+            self.console.print(f"\n[bold]round {number} of {planned}{more}[/]")
+
     def config_started(self, position: int, total: int, config: Configuration) -> None:
         self.console.print(f"\n[bold][{position}/{total}] {config.label}[/]")
 
@@ -117,14 +136,23 @@ class ConsoleObserver(SweepObserver):
         self._stop_status()
         target = f"{step.target_rps:>7,.0f}" if step.target_rps is not None else "      -"
         p95 = f"{step.p95_ms:.0f} ms" if step.p95_ms is not None else "-"
+        regime = f"  throttled {step.throttled_share:.0%}" if step.regime == "throttled" else ""
+        control = "  (control)" if step.control else ""
         self.console.print(
             f"  step {step.index + 1:>2}  offered {target}  users {step.users:>4}  RPS {step.rps:>8,.1f}"
             f"  Envoy RPS {step.envoy_rps:>8,.1f}  CPU {step.cpu_utilization_mean:>4.0%}"
             f" ({percent_range(step.cpu_utilization_min, step.cpu_utilization_max)})"
-            f"  p95 {p95}  failures {step.fail_ratio:.2%}"
+            f"  p95 {p95}  failures {step.fail_ratio:.2%}{regime}{control}"
         )
         for guard in step.guards:
             self.console.print(f"    [yellow]guard {guard.guard}[/]: {guard.detail}")
+
+    def visit_finished(self, result: ConfigResult, assessment: Assessment) -> None:
+        self._stop_status()
+        knee = assessment.valid_knee
+        rounds = len({s.round for s in result.steps})
+        so_far = knee_text(knee, result.envoy.cpu_cores) if knee is not None else f"no knee yet ({assessment.status})"
+        self.console.print(f"  [dim]so far, {rounds} round(s): {so_far}[/]")
 
     def config_finished(self, result: ConfigResult) -> None:
         self._stop_status()

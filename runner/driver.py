@@ -56,4 +56,5 @@ class LoadDriver:
             capacities=self.platform.capacities(),
             clock=self.clock,
             alive=self.platform.check,
+            steal=self.platform.cpu_steal,
         )

@@ -16,6 +16,8 @@ from runner.model import Finding, Step
 from runner.profiles import PLAIN_PROFILE, TrafficProfile
 
 GENERATOR_CPU_LIMIT = 0.90  # a Locust worker at or above this share of the CPU it has is saturated
+GENERATOR_BUSY = 0.75  # ... and at this share it may fall behind its schedule (calibrate.WORKER_BUSY_TARGET)
+HELD_BACK_GAP_SHARE = 0.5  # p99 over this share of a paced user's gap between requests delays its next one
 BACKEND_CPU_LIMIT = 0.90
 FAIL_RATIO_LIMIT = 0.01
 RPS_MISMATCH_LIMIT = 0.05  # client-side vs Envoy-side RPS, at least; short windows allow more (rps_mismatch_limit)
@@ -77,19 +79,34 @@ def shortfall_limit(step: Step) -> float:
     return SHORTFALL_LIMIT + (CHANCE_SIGMAS / math.sqrt(expected) if expected > 0 else 0.0)
 
 
+def held_back_by_envoy(step: Step) -> bool:
+    """The generator was idle enough and Envoy slow enough that Envoy, not the generator, cost the shortfall:
+    a paced user sends on one connection, so an answer later than half its gap between requests delays its
+    next one, and a quota that throttles Envoy in bursts does that while its mean utilization stays low."""
+    if step.generator_cpu_max >= GENERATOR_BUSY or not step.target_rps or step.users <= 0:
+        return False
+    gap_ms = 1000.0 * step.users / step.target_rps
+    slow = step.p99_ms is not None and step.p99_ms >= HELD_BACK_GAP_SHARE * gap_ms
+    return slow or step.regime == "throttled"
+
+
 def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
-    """The offered rate was not delivered while Envoy still had room."""
+    """The offered rate was not delivered while Envoy still had room, and the generator is to blame: it was
+    busy, or Envoy answered promptly and ran unthrottled. A shortfall with an idle generator behind a slow or
+    throttled Envoy is where Envoy breaks (the capacity), not a generator that needs help."""
     offered = step.target_rps
     if (
         not offered
         or step.cpu_utilization_mean >= context.threshold
         or step.rps >= offered * (1 - shortfall_limit(step))
+        or held_back_by_envoy(step)
     ):
         return None
     return Finding(
         guard="generator-shortfall",
         detail=f"load not delivered: {step.rps:,.0f} of {offered:,.0f} offered RPS "
-        f"({step.rps / offered:.0%}) with Envoy at {step.cpu_utilization_mean:.0%}",
+        f"({step.rps / offered:.0%}) with Envoy at {step.cpu_utilization_mean:.0%}, the busiest Locust worker "
+        f"at {step.generator_cpu_max:.0%} of its CPU",
         advice=f"add Locust workers (WORKERS={context.workers + 1} or more), use the lean client, "
         "or leave the generator more CPU",
     )

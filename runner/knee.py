@@ -1,16 +1,15 @@
 """The knee and the capacity of one configuration, from its measured windows. Pure.
 
-The knee is the RPS at which Envoy's CPU utilization reaches the threshold. Envoy's CPU per request
-falls as load rises (its event loop batches more work per wake-up), so utilization is not proportional
-to RPS and a line through two windows misplaces the crossing. The knee comes from a power law,
-utilization = c x RPS^b (b < 1 when the cost per request falls), fitted by least squares in log-log
-space to the windows around the threshold. Its 95% confidence interval is the inverse-regression
-(Fieller) interval: the RPS range over which the fitted mean utilization cannot be told apart from the
-threshold, given the windows' scatter. With fewer windows than a fit needs, the knee is interpolated
-between the two windows that bracket the threshold, and has no interval.
+The knee is the RPS at which Envoy's CPU utilization reaches the threshold, read off a power law of
+utilization against RPS (runner.curve) fitted to the windows around the threshold that Envoy served in the
+steady regime (a window spent in CFS throttling costs more per request and says where Envoy breaks, not what
+a request costs). Windows measured in several interleaved rounds give a knee per round and an interval from
+the scatter between rounds, which holds the machine's drift during the run; windows of one pass give
+Fieller's interval from their scatter, which does not. With fewer windows than a fit needs, the knee is
+interpolated between the two windows that bracket the threshold, and has no interval.
 
-The capacity is where it breaks: the highest offered rate served in full (within the delivery
-tolerance), with p99 latency under the SLO and failures under the guard's limit.
+The capacity is where it breaks: the highest offered rate served in full (within the delivery tolerance),
+with p99 latency under the SLO and failures under the guard's limit.
 """
 
 from __future__ import annotations
@@ -19,59 +18,30 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats
-
+from runner.curve import (
+    EXTRAPOLATION,
+    MIN_ROUNDS,
+    ROUNDS_EXTRAPOLATION,
+    PowerFit,
+    RoundPoint,
+    RoundsFit,
+    jackknife,
+    power_fit,
+    rounds_fit,
+)
 from runner.guards import FAIL_RATIO_LIMIT, GENERATOR_CPU_LIMIT
 from runner.model import Capacity, Knee, Step
 
-CONFIDENCE = 0.95
 FIT_FLOOR = 0.5  # windows below this share of the threshold say little about the curve near it
-LOCAL_FLOOR = 0.75  # ... and once LOCAL_WINDOWS windows lie above this share, only those are fitted
+LOCAL_FLOOR = 0.75  # ... and once LOCAL_WINDOWS windows of one pass lie above this share, only those are fitted
 LOCAL_WINDOWS = 4
 SATURATED = 0.98  # at or above this utilization a window is at the cap: clipped, left out of the fit
 MIN_FIT_WINDOWS = 3
 DELIVERY_TOLERANCE = 0.02  # a window serves its offered rate when it delivers at least 98% of it
 PLATEAU_EXPONENT = 0.35  # utilization ~ RPS^b with b below this: flat near the threshold, not a sharp knee
-EXTRAPOLATION = 0.10  # a fitted knee may lie this far beyond the rates measured, no further
 
-
-@dataclass(frozen=True)
-class PowerFit:
-    """log(utilization) = intercept + exponent x log(RPS), by least squares over `n` windows."""
-
-    intercept: float
-    exponent: float
-    n: int
-    residual_sd: float
-    mean_log_rps: float
-    sxx: float
-    rps_range: tuple[float, float]
-
-    def utilization_at(self, rps: float) -> float:
-        return math.exp(self.intercept + self.exponent * math.log(rps))
-
-    def rps_at(self, utilization: float) -> float:
-        return math.exp((math.log(utilization) - self.intercept) / self.exponent)
-
-    def interval(self, utilization: float, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-        """The RPS interval in which the mean utilization reaches `utilization` (Fieller's inverse
-        regression); None when the windows cannot bound it (too few, or a slope not told from zero)."""
-        dof = self.n - 2
-        if dof < 1 or self.exponent <= 0 or self.sxx <= 0:
-            return None
-        t = float(stats.t.ppf(0.5 + confidence / 2, dof))
-        g = (t * self.residual_sd / self.exponent) ** 2 / self.sxx
-        if g >= 1:
-            return None
-        x0 = (math.log(utilization) - self.intercept) / self.exponent
-        offset = x0 - self.mean_log_rps
-        spread = (t * self.residual_sd / self.exponent) * math.sqrt(offset**2 / self.sxx + (1 - g) / self.n)
-        low = math.exp(self.mean_log_rps + (offset - spread) / (1 - g))
-        high = math.exp(self.mean_log_rps + (offset + spread) / (1 - g))
-        if low < self.rps_range[0] * (1 - EXTRAPOLATION) or high > self.rps_range[1] * (1 + EXTRAPOLATION):
-            return None  # the interval reaches far past the rates measured: it bounds nothing useful
-        return low, high
+__all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_capacity", "find_knee",
+           "fit_windows", "power_fit", "window_points"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,7 +52,7 @@ class KneeResult:
     knee: Knee | None
     reason: str | None
     bracket: tuple[Step, Step] | None = None
-    fit: PowerFit | None = None
+    fit: PowerFit | RoundsFit | None = None
 
     @property
     def judged_up_to(self) -> float | None:
@@ -114,36 +84,23 @@ def bracket(steps: Sequence[Step], threshold: float) -> tuple[Step, Step] | None
 
 
 def fit_windows(steps: Sequence[Step], threshold: float) -> list[Step]:
-    """The windows a fit may use: clean (no guard), served in full, between FIT_FLOOR of the threshold and
-    SATURATED; only the ones near the threshold once there are LOCAL_WINDOWS of them."""
+    """The windows a fit may use: clean (no guard), served in full, in the steady regime (or of a platform
+    that publishes no throttling), between FIT_FLOOR of the threshold and SATURATED. Windows of one round
+    only: the ones near the threshold once there are LOCAL_WINDOWS of them (with rounds, the planner places
+    windows over the curve and each round's intercept needs them all)."""
     usable = [
         s
         for s in steps
         if not s.guards
         and s.rps > 0
         and served_in_full(s)
+        and s.regime != "throttled"
         and FIT_FLOOR * threshold <= s.cpu_utilization_mean < SATURATED
     ]
+    if len({s.round for s in usable}) > 1:
+        return usable
     local = [s for s in usable if s.cpu_utilization_mean >= LOCAL_FLOOR * threshold]
     return local if len(local) >= LOCAL_WINDOWS else usable
-
-
-def power_fit(points: Sequence[tuple[float, float]]) -> PowerFit | None:
-    """The least-squares power law through (RPS, utilization) points; None for fewer than two distinct rates."""
-    if len(points) < 2:
-        return None
-    x = np.log([rps for rps, _ in points])
-    y = np.log([utilization for _, utilization in points])
-    sxx = float(((x - x.mean()) ** 2).sum())
-    if sxx <= 1e-12:
-        return None
-    exponent = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
-    intercept = float(y.mean() - exponent * x.mean())
-    residuals = y - (intercept + exponent * x)
-    dof = len(points) - 2
-    sd = float(math.sqrt((residuals**2).sum() / dof)) if dof > 0 else math.inf
-    rates = [rps for rps, _ in points]
-    return PowerFit(intercept, exponent, len(points), sd, float(x.mean()), sxx, (min(rates), max(rates)))
 
 
 def window_points(steps: Sequence[Step]) -> list[tuple[float, float]]:
@@ -173,9 +130,10 @@ def _interpolated(below: Step, above: Step, threshold: float) -> Knee:
 
 
 def find_knee(steps: Sequence[Step], threshold: float) -> KneeResult:
-    """The knee: from a power-law fit with its confidence interval when the windows allow one and it crosses
-    the threshold within the rates measured; else interpolated between the bracketing windows; None with
-    the reason when the windows never cross the threshold."""
+    """The knee: from the rounds fit with the interval from the scatter between rounds when the windows come
+    from two or more rounds; else from one power law with Fieller's interval; else interpolated between the
+    bracketing windows; None with the reason when the windows never cross the threshold. A fitted knee must
+    cross the threshold within EXTRAPOLATION of the rates it was fitted to."""
     if not steps:
         return KneeResult(None, "no step was measured")
     if all(s.cpu_utilization_mean < threshold for s in steps) or all(
@@ -183,12 +141,9 @@ def find_knee(steps: Sequence[Step], threshold: float) -> KneeResult:
     ):
         return _no_knee(steps, threshold)
     windows = fit_windows(steps, threshold)
-    fit = power_fit(window_points(windows)) if len(windows) >= MIN_FIT_WINDOWS else None
-    if fit is not None and fit.exponent > 0:
-        rps = fit.rps_at(threshold)
-        low, high = fit.rps_range  # the windows fitted, not every window: a fit says nothing past its data
-        if low * (1 - EXTRAPOLATION) <= rps <= high * (1 + EXTRAPOLATION):
-            return KneeResult(_fitted(steps, fit, rps, threshold), None, bracket(steps, threshold), fit)
+    fitted = _rounds_knee(steps, windows, threshold) or _one_pass_knee(steps, windows, threshold)
+    if fitted is not None:
+        return fitted
     pair = bracket(steps, threshold)
     if pair is None:
         return KneeResult(
@@ -197,8 +152,61 @@ def find_knee(steps: Sequence[Step], threshold: float) -> KneeResult:
     return KneeResult(_interpolated(*pair, threshold), None, pair)
 
 
-def _fitted(steps: Sequence[Step], fit: PowerFit, rps: float, threshold: float) -> Knee:
+def _within_fitted(rps: float, rps_range: tuple[float, float], extrapolation: float = EXTRAPOLATION) -> bool:
+    low, high = rps_range  # the windows fitted, not every window: a fit says nothing past its data
+    return low * (1 - extrapolation) <= rps <= high * (1 + extrapolation)
+
+
+def _rounds_knee(steps: Sequence[Step], windows: Sequence[Step], threshold: float) -> KneeResult | None:
+    """The knee of windows from two or more rounds: the rounds fit's crossing, with the jackknife interval
+    over rounds when there are MIN_ROUNDS of them."""
+    points = [RoundPoint(s.round, s.rps, s.cpu_utilization_mean) for s in windows]
+    rounds = sorted({p.round for p in points})
+    fit = rounds_fit(points) if len(rounds) > 1 and len(points) >= MIN_FIT_WINDOWS else None
+    if fit is None or not _within_fitted(fit.rps_at(threshold), fit.rps_range, ROUNDS_EXTRAPOLATION):
+        return None
+
+    def knee_of(selected: Sequence[int]) -> float | None:
+        chosen = set(selected)
+        part = rounds_fit([p for p in points if p.round in chosen])
+        return part.rps_at(threshold) if part is not None else None
+
+    rps = fit.rps_at(threshold)
+    estimate = jackknife(rounds, knee_of) if len(rounds) >= MIN_ROUNDS else None
+    knee = Knee(
+        rps=rps,
+        low=estimate.low if estimate else None,
+        high=estimate.high if estimate else None,
+        users=_users_at(steps, rps),
+        method="rounds",
+        windows=fit.n,
+        exponent=fit.exponent,
+        rounds=len(rounds),
+    )
+    return KneeResult(knee, None, bracket(steps, threshold), fit)
+
+
+def _one_pass_knee(steps: Sequence[Step], windows: Sequence[Step], threshold: float) -> KneeResult | None:
+    """The knee of one pass's windows: one power law, Fieller's interval from their scatter."""
+    fit = power_fit(window_points(windows)) if len(windows) >= MIN_FIT_WINDOWS else None
+    if fit is None or fit.exponent <= 0 or not _within_fitted(fit.rps_at(threshold), fit.rps_range):
+        return None
+    rps = fit.rps_at(threshold)
     interval = fit.interval(threshold)
+    knee = Knee(
+        rps=rps,
+        low=interval[0] if interval else None,
+        high=interval[1] if interval else None,
+        users=_users_at(steps, rps),
+        method="power-fit",
+        windows=fit.n,
+        exponent=fit.exponent,
+    )
+    return KneeResult(knee, None, bracket(steps, threshold), fit)
+
+
+def _users_at(steps: Sequence[Step], rps: float) -> float:
+    """Users at `rps`, interpolated between the windows either side (the reference report's unit)."""
     by_rate = sorted(steps, key=lambda s: s.rps)
     below = [s for s in by_rate if s.rps <= rps]
     above = [s for s in by_rate if s.rps > rps]
@@ -206,15 +214,7 @@ def _fitted(steps: Sequence[Step], fit: PowerFit, rps: float, threshold: float) 
     if below and above and above[0].rps > below[-1].rps:
         share = (rps - below[-1].rps) / (above[0].rps - below[-1].rps)
         users = below[-1].users + share * (above[0].users - below[-1].users)
-    return Knee(
-        rps=rps,
-        low=interval[0] if interval else None,
-        high=interval[1] if interval else None,
-        users=round(users, 1),
-        method="power-fit",
-        windows=fit.n,
-        exponent=fit.exponent,
-    )
+    return round(users, 1)
 
 
 def serves(step: Step, slo_ms: float) -> bool | None:

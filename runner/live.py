@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from runner.knee import find_capacity, find_knee
+from runner.assess import assess
 from runner.observer import SweepObserver
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from runner.platforms.base import Endpoints
     from runner.results import RunStore
 
-MAX_WINDOWS = 40  # windows kept per configuration (the search takes 12 at most)
+MAX_WINDOWS = 60  # windows shown per configuration (the most recent)
 
 
 def _window(step: Step) -> dict[str, Any]:
@@ -33,6 +33,8 @@ def _window(step: Step) -> dict[str, Any]:
             round(step.cpu_utilization_max, 4),
         ],
         "p99_ms": step.p99_ms,
+        "round": step.round,
+        "regime": step.regime,
         "guards": [f"{g.guard}: {g.detail}" for g in step.guards],
     }
 
@@ -46,6 +48,7 @@ class LiveState(SweepObserver):
         self._lock = threading.Lock()
         self._data: dict[str, Any] = {"threshold": threshold, "phase": "starting"}
         self._steps: list[Step] = []
+        self._store: RunStore | None = None
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -56,20 +59,35 @@ class LiveState(SweepObserver):
             self._data.update(fields)
 
     def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
+        self._store = store
         self._update(run_id=store.summary.run_id, configurations=len(plan), results=str(store.run_dir))
 
+    def round_started(self, number: int, planned: int, order: list[Configuration]) -> None:
+        self._update(round=number, rounds=planned)
+
     def config_started(self, position: int, total: int, config: Configuration) -> None:
-        self._steps = []
+        result = self._store.summary.config(config.key) if self._store is not None else None
+        self._steps = list(result.steps) if result is not None else []  # its windows of the earlier rounds
         self._update(
             position=position,
             configuration=config.label,
             envoy_cpu_cores=config.envoy_cpu_cores,
             arrivals=config.arrivals,
-            windows=[],
-            knee=None,
-            capacity=None,
+            windows=[_window(s) for s in self._steps][-MAX_WINDOWS:],
             status="running",
+            **self._figures(),
         )
+
+    def _figures(self) -> dict[str, Any]:
+        """The knee (only one the guards let stand) and capacity of the windows so far."""
+        if not self._steps:
+            return {"knee": None, "capacity": None}
+        assessment = assess(self._steps, self.threshold, self.latency_slo_ms)
+        knee, capacity = assessment.valid_knee, assessment.capacity
+        return {
+            "knee": {"rps": knee.rps, "low": knee.low, "high": knee.high} if knee else None,
+            "capacity": {"rps": capacity.rps, "broken_at": capacity.broken_at} if capacity else None,
+        }
 
     def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
         self._update(phase=phase, offered_rps=level.target_rps, users=level.users, phase_seconds=seconds,
@@ -77,16 +95,10 @@ class LiveState(SweepObserver):
 
     def step_measured(self, config: Configuration, step: Step) -> None:
         self._steps.append(step)
-        result = find_knee(self._steps, self.threshold)
-        knee = result.knee
-        capacity = find_capacity(self._steps, self.latency_slo_ms, above=knee.rps if knee else None)
+        figures = self._figures()
         with self._lock:
             windows = [*self._data.get("windows", []), _window(step)][-MAX_WINDOWS:]
-            self._data.update(
-                windows=windows,
-                knee={"rps": knee.rps, "low": knee.low, "high": knee.high} if knee else None,
-                capacity={"rps": capacity.rps, "broken_at": capacity.broken_at} if capacity else None,
-            )
+            self._data.update(windows=windows, **figures)
 
     def config_finished(self, result: ConfigResult) -> None:
         self._update(status=result.status, reason=result.reason, phase="done")

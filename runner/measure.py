@@ -74,6 +74,13 @@ def _finite(value: float, default: float = 0.0) -> float:
     return value if math.isfinite(value) else default
 
 
+def _share(before: tuple[float, float] | None, after: tuple[float, float] | None) -> float | None:
+    """Stolen time over all time between two (stolen, total) readings; None when either is missing."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
+
+
 def _optional(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -99,7 +106,9 @@ class StepMeter:
         capacities: Capacities = Capacities(),
         clock: Clock = SYSTEM_CLOCK,
         alive: Callable[[], None] = lambda: None,
+        steal: Callable[[], tuple[float, float] | None] = lambda: None,
     ) -> None:
+        self.steal = steal  # the machine's (stolen, total) CPU time so far, when the platform can read it
         self.locust = locust
         self.metrics = metrics
         self.selectors = selectors
@@ -124,6 +133,7 @@ class StepMeter:
         lag = max(REPORT_LAG_S, self.metrics.scrape_interval_s + 0.5)
         self._sleep_until(start + lag)
         before = self.locust.snapshot()
+        steal_before = self.steal()
         self._sleep_until(end + lag)
         samples = self.metrics.cpu_samples(self.selectors.envoy, start, end)
         while samples < MIN_CPU_SAMPLES and end - start < MAX_WINDOW_FACTOR * window_s:
@@ -136,7 +146,8 @@ class StepMeter:
         if not after.loading or not before.loading:
             raise WindowDiscarded(f"the load was not running through the window (Locust's master is {after.state})")
         spacing = (end - start) / (samples - 1) if samples > 1 else float(end - start)
-        return self._step(index, level, start, end, before, after, spacing)
+        step = self._step(index, level, start, end, before, after, spacing)
+        return step.model_copy(update={"steal_share": _share(steal_before, self.steal())})
 
     def _generator_share(self, after: Snapshot, start: int, end: int) -> float:
         """The busiest Locust worker's share of the CPU it has, from Locust's own report or its cgroup."""

@@ -180,7 +180,7 @@ class MemoryExperiment:
             restarted = self.platform.recover()
             if restarted:
                 self.observer.components_restarted(restarted)
-            self.platform.apply(memory_configuration(self.scenario, plan.routes))
+            self.platform.apply(memory_configuration(self.scenario, plan.routes), fresh=True)
             programming = self.platform.route_programming()
             self.armed()
             target = self.platform.target(PLAIN_PROFILE, self.scenario.load)

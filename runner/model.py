@@ -23,6 +23,12 @@ from runner.profiles import PLAIN_PROFILE, TrafficProfile
 ConfigStatus = Literal["running", "saturated", "not-saturated", "invalid", "failed"]
 RunStatus = Literal["running", "complete", "partial", "interrupted", "failed"]
 FINISHED: tuple[str, ...] = ("saturated", "not-saturated", "invalid")
+Regime = Literal["steady", "throttled"]
+# A window with at least this share of its CFS periods throttled ran in the throttled regime. Measured with an
+# open-loop generator at 250m and 500m (bench/noise.py, 2026-11-25): steady windows up to 90% utilization had
+# 0-7% of periods throttled and p99 1-9 ms; the others 17-92%, p99 40-160 ms, and at 250m 20-30% more CPU per
+# request at the same rate.
+THROTTLED_REGIME = 0.15
 # How arrivals were spaced when a run did not say (runs saved before arrival models were named).
 LEGACY_ARRIVALS = "synchronized"
 
@@ -101,6 +107,18 @@ class Step(_Frozen):
     throttled_share: float | None = None
     envoy_cx_rate: float | None = None  # new downstream connections per second Envoy accepted (None: not read)
     guards: tuple[Finding, ...] = ()
+    round: int = 1  # the round of the sweep it was measured in (runs before rounds had one)
+    control: bool = False  # the run's control window: one configuration at one fixed rate, every round
+    steal_share: float | None = None  # share of the machine's CPU time its hypervisor stole (None: not read)
+
+    @property
+    def regime(self) -> Regime | None:
+        """`throttled` when Envoy spent the window in CFS throttling (THROTTLED_REGIME of its periods or more:
+        requests queue, p99 jumps and, under a sub-core quota, CPU per request rises), else `steady`; None
+        when the platform publishes no throttling counter."""
+        if self.throttled_share is None:
+            return None
+        return "throttled" if self.throttled_share >= THROTTLED_REGIME else "steady"
 
     @property
     def offered(self) -> float:
@@ -126,10 +144,12 @@ class Step(_Frozen):
 class Knee(_Frozen):
     """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval.
 
-    `method` says how it was found: `power-fit` (a fit of utilization against RPS over the windows
-    around the threshold, where CPU per request may fall with load) or `interpolated` (between the two
-    bracketing windows, when too few windows allow a fit; no interval then). `windows` is how many
-    windows the estimate rests on; `exponent` is the fit's (utilization grows as RPS^exponent).
+    `method` says how it was found: `rounds` (a power law of utilization against RPS with one exponent and
+    an intercept per round; the interval from the scatter between `rounds` rounds, so the machine's drift
+    during the run is inside it), `power-fit` (one power law over the windows around the threshold, its
+    interval from their scatter in one pass) or `interpolated` (between the two bracketing windows, when too
+    few windows allow a fit; no interval then). `windows` is how many windows the estimate rests on;
+    `exponent` is the fit's (utilization grows as RPS^exponent).
     """
 
     rps: float
@@ -139,6 +159,11 @@ class Knee(_Frozen):
     method: str = "interpolated"
     windows: int = 2
     exponent: float | None = None  # of the power law utilization ~ RPS^exponent (below 1: cost falls)
+    rounds: int | None = None  # rounds whose scatter gave the interval (method `rounds`)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return (self.low, self.high) if self.low is not None and self.high is not None else None
 
     @property
     def half_width(self) -> float | None:
@@ -392,6 +417,35 @@ class Environment(_Frozen):
     overrides: dict[str, str] = {}
 
 
+class RoundRecord(_Mutable):
+    """One round of the sweep: the order its configurations were visited in (their keys) and those done."""
+
+    number: int
+    order: list[str]
+    visited: list[str] = []
+
+
+class ControlWindow(_Frozen):
+    """The run's control: one configuration (its key) at one offered load, measured in every round."""
+
+    key: str
+    offered: float
+
+
+class RoundsRecord(_Mutable):
+    """How the sweep interleaved its configurations: the seed of the shuffled orders, the rounds planned
+    (at least, and at most while an interval is wider than its target) and each round as it ran."""
+
+    seed: int
+    planned: int
+    max_rounds: int
+    control: ControlWindow | None = None
+    rounds: list[RoundRecord] = []
+
+    def round(self, number: int) -> RoundRecord | None:
+        return next((r for r in self.rounds if r.number == number), None)
+
+
 class RunSummary(_Mutable):
     """One run of the sweep: what ran where, and every configuration's result."""
 
@@ -407,6 +461,7 @@ class RunSummary(_Mutable):
     configs: list[ConfigResult] = []
     baseline: BaselineResult | None = None
     memory: MemoryResult | None = None  # the memory model, when the scenario has a `memory` section
+    rounds: RoundsRecord | None = None  # how configurations were interleaved (None: runs before rounds)
 
     def config(self, key: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.key == key), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from runner.assess import Assessment
     from runner.model import BaselineResult, ConfigResult, LoadLevel, MemoryPoint, Step
     from runner.plan import Configuration, Plan
     from runner.platforms.base import Endpoints
@@ -13,14 +14,18 @@ if TYPE_CHECKING:
 
 
 class SweepObserver:
-    """Hooks called by the engine, in this order for each configuration: config_started, then
-    load_changed and step_measured for each step, then config_finished (or config_skipped)."""
+    """Hooks called by the engine: round_started for each round, then for each visit to a configuration
+    config_started, load_changed and step_measured for each step, then visit_finished, or config_finished
+    after its last visit (config_skipped for one a resumed run had finished)."""
 
     def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
         """The platform is up: `store` is where results go, `endpoints` where a person can look."""
 
+    def round_started(self, number: int, planned: int, order: list[Configuration]) -> None:
+        """Round `number` (of `planned`, more while an interval is too wide) visits `order`."""
+
     def config_started(self, position: int, total: int, config: Configuration) -> None:
-        """Configuration `position` of `total` is being applied."""
+        """Configuration `position` of `total` in this round is being applied."""
 
     def config_skipped(self, config: Configuration, result: ConfigResult) -> None:
         """A resumed run already finished `config` (its `result`)."""
@@ -33,6 +38,9 @@ class SweepObserver:
 
     def step_measured(self, config: Configuration, step: Step) -> None:
         """A window was measured and saved."""
+
+    def visit_finished(self, result: ConfigResult, assessment: Assessment) -> None:
+        """A visit ended and the configuration has more rounds: its figures so far."""
 
     def config_finished(self, result: ConfigResult) -> None:
         """A configuration ended: its knee, capacity and verdict are in `result`."""
@@ -60,6 +68,10 @@ class Broadcast(SweepObserver):
         for observer in self.observers:
             observer.run_started(store, endpoints, plan)
 
+    def round_started(self, number: int, planned: int, order: list[Configuration]) -> None:
+        for observer in self.observers:
+            observer.round_started(number, planned, order)
+
     def config_started(self, position: int, total: int, config: Configuration) -> None:
         for observer in self.observers:
             observer.config_started(position, total, config)
@@ -79,6 +91,10 @@ class Broadcast(SweepObserver):
     def step_measured(self, config: Configuration, step: Step) -> None:
         for observer in self.observers:
             observer.step_measured(config, step)
+
+    def visit_finished(self, result: ConfigResult, assessment: Assessment) -> None:
+        for observer in self.observers:
+            observer.visit_finished(result, assessment)
 
     def config_finished(self, result: ConfigResult) -> None:
         for observer in self.observers:

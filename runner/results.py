@@ -151,13 +151,17 @@ class RunStore:
         write_atomic(self.run_dir / "environment.json", environment.model_dump_json(indent=2, by_alias=True))
         self.save()
 
-    def begin(self, config: Configuration) -> ConfigResult:
-        """A fresh result for `config`, replacing an unfinished one from an interrupted attempt (whose
-        lines leave steps.csv too, so it keeps agreeing with summary.json)."""
+    def begin(self, config: Configuration, order: list[str] | None = None) -> ConfigResult:
+        """A fresh result for `config`, replacing one that failed in an earlier attempt (whose lines leave
+        steps.csv too, so it keeps agreeing with summary.json); results are kept in `order` (the plan's
+        keys) when given, else in the order they began."""
         abandoned = [c for c in self.summary.configs if c.key == config.key]
         self.summary.configs = [c for c in self.summary.configs if c.key != config.key]
         result = start_result(config)
         self.summary.configs.append(result)
+        if order is not None:
+            rank = {key: i for i, key in enumerate(order)}
+            self.summary.configs.sort(key=lambda c: rank.get(c.key, len(rank)))
         if any(c.steps for c in abandoned):
             self._rewrite_csv()
         self.save()

@@ -58,6 +58,9 @@ MIN_RPS_PER_USER = 0.1  # max_rps_per_user below this asks for more users than M
 MIN_SPAWN_RATE = 1.0  # users started per second
 MAX_SPAWN_RATE = float(MAX_USERS)
 MAX_STEPS = 100  # measuring windows per configuration, and entries of a users or rps schedule
+MAX_ROUNDS = 50  # interleaved rounds over every configuration
+MAX_WINDOWS_PER_ROUND = 10
+MAX_SEED = 2**31 - 1
 MAX_STEP_SECONDS = 3600.0  # one measuring window
 MAX_WAIT_SECONDS = 3600.0  # warmup_seconds, settle_seconds, rollout_timeout_seconds
 MAX_SECONDS_PER_CONFIG = 86_400.0
@@ -430,10 +433,19 @@ class LoadSpec(_Model):
     warmup_s: Float = Field(default=5.0, ge=0, le=MAX_WAIT_SECONDS, alias="warmup_seconds")
     settle_s: Float = Field(default=3.0, ge=0, le=MAX_WAIT_SECONDS, alias="settle_seconds")
     max_steps: Int = Field(default=12, ge=2, le=MAX_STEPS)
+    rounds: Int = Field(default=5, ge=1, le=MAX_ROUNDS)  # interleaved rounds over every configuration
+    max_rounds: Int | None = Field(default=None, ge=1, le=MAX_ROUNDS)  # more while a knee's interval is too wide
+    windows_per_round: Int = Field(default=2, ge=1, le=MAX_WINDOWS_PER_ROUND)  # per configuration, after round 1
+    seed: Int | None = Field(default=None, ge=0, le=MAX_SEED)  # the rounds' shuffled order; None: from the run id
     max_config_s: Float = Field(default=600.0, gt=0, le=MAX_SECONDS_PER_CONFIG, alias="max_seconds_per_config")
-    knee_interval: Float = Field(default=0.03, gt=0, le=0.5)  # stop refining at a 95% interval of +-this share
+    knee_interval: Float = Field(default=0.08, gt=0, le=0.5)  # the 95% interval a knee should reach: +-this share
     capacity_resolution: Float = Field(default=0.05, gt=0, le=1)  # capacity bracketed to within this share
     latency_slo_ms: Float = Field(default=250.0, gt=0, le=MAX_LATENCY_SLO_MS)  # p99 above this: past capacity
+
+    @property
+    def round_limit(self) -> int:
+        """The most rounds a configuration gets: `max_rounds` when set (never fewer than `rounds`)."""
+        return max(self.rounds, self.max_rounds or self.rounds)
 
     @model_validator(mode="after")
     def _ramp_needs_schedule(self) -> LoadSpec:

@@ -116,11 +116,20 @@ class Targets:
 class AdaptiveSearch:
     """Locate the knee, refine its interval, then bracket the capacity (see the module's docstring)."""
 
-    def __init__(self, start: float, maker: LevelMaker, threshold: float, targets: Targets = Targets()) -> None:
+    def __init__(
+        self,
+        start: float,
+        maker: LevelMaker,
+        threshold: float,
+        targets: Targets = Targets(),
+        *,
+        locate_only: bool = False,
+    ) -> None:
         self.start = start
         self.maker = maker
         self.threshold = threshold
         self.targets = targets
+        self.locate_only = locate_only  # stop once the windows bracket a knee (the first of several rounds)
 
     # -- the phases -------------------------------------------------------------------------------
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
@@ -137,12 +146,14 @@ class AdaptiveSearch:
         result = find_knee(steps, self.threshold)
         if result.knee is None:
             return self._locate(steps)
+        if self.locate_only:
+            return None
         if self.maker.mode == "users":
             return self._bisect_users(result.bracket) if result.bracket is not None else None
         capacity = find_capacity(steps, self.targets.latency_slo_ms, above=result.knee.rps)
         if not self.knee_settled(result) and len(steps) < self.targets.max_steps - CAPACITY_RESERVE:
             return self._refine(steps, result, capacity)
-        return self._probe_capacity(steps, result, capacity)
+        return self.probe_capacity(steps, result, capacity)
 
     def _locate(self, steps: Sequence[Step]) -> float | None:
         """No bracket yet: shrink when everything is past the threshold; below the windows when they cross it
@@ -208,7 +219,7 @@ class AdaptiveSearch:
             return upper
         return knee * (1 - REFINE_BELOW)
 
-    def _probe_capacity(self, steps: Sequence[Step], result: KneeResult, capacity: Capacity | None) -> float | None:
+    def probe_capacity(self, steps: Sequence[Step], result: KneeResult, capacity: Capacity | None) -> float | None:
         """Where the fit says Envoy reaches its limit, then either side of it until the highest served and
         the lowest broken rate are within the capacity resolution."""
         if self.maker.mode == "users" or result.knee is None or capacity is None:
@@ -266,10 +277,16 @@ def start_rps(load: LoadSpec, envoy_cpu_cores: float, knee_per_core: float | Non
 
 
 def make_search(
-    load: LoadSpec, threshold: float, envoy_cpu_cores: float = 1.0, knee_per_core: float | None = None
+    load: LoadSpec,
+    threshold: float,
+    envoy_cpu_cores: float = 1.0,
+    knee_per_core: float | None = None,
+    *,
+    locate_only: bool = False,
 ) -> AdaptiveSearch | RampSearch:
     """The scenario's search strategy for a configuration at `envoy_cpu_cores` (and, when one is known,
-    the knee per core of a configuration already measured, to start near it)."""
+    the knee per core of a configuration already measured, to start near it); `locate_only`: the adaptive
+    search stops once its windows bracket a knee (the first of several rounds)."""
     maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
     if load.search in ("ramp", "fixed"):
         schedule = load.users if load.mode == "users" else (load.rps or ())
@@ -281,4 +298,4 @@ def make_search(
         latency_slo_ms=load.latency_slo_ms,
         max_steps=load.max_steps,
     )
-    return AdaptiveSearch(start, maker, threshold, targets)
+    return AdaptiveSearch(start, maker, threshold, targets, locate_only=locate_only)

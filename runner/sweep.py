@@ -1,26 +1,48 @@
-"""The sweep engine: for each configuration, apply it, step the load, measure, find the knee, save; then
-the memory model's points when the scenario asks for them (runner.memory_sweep)."""
+"""The sweep engine: interleaved rounds over the configurations (runner.rounds), each visit applying one,
+stepping the load and measuring its windows (runner.visit); a configuration's knee, capacity and verdict
+after its last round (runner.assess); then the baseline and the memory model's points when the scenario asks
+for them (runner.memory_sweep)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from runner import environment
+from runner.assess import Assessment, assess, search_ending
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
-from runner.errors import SizerError, WindowDiscarded
-from runner.guards import GuardContext, check_step, judge
-from runner.knee import find_capacity, find_knee
+from runner.errors import SizerError
+from runner.guards import GuardContext
+from runner.knee import find_knee
 from runner.live import LiveState
 from runner.locust import Heartbeat, LoadTarget
 from runner.memory_sweep import MemoryExperiment
-from runner.model import BaselineResult, ConfigResult, LoadLevel, RunStatus, Step
+from runner.model import (
+    BaselineResult,
+    ConfigResult,
+    ControlWindow,
+    LoadLevel,
+    RoundRecord,
+    RoundsRecord,
+    RunStatus,
+    Step,
+)
 from runner.observer import Broadcast, SweepObserver
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Platform
 from runner.results import RunStore, finish_result
+from runner.rounds import (
+    CONTROL_UTILIZATION,
+    RETRY_SHARE,
+    VisitPlan,
+    VisitPlanner,
+    past_the_curve,
+    round_order,
+    seed_for,
+)
 from runner.scenario import Scenario
-from runner.search import make_search
+from runner.search import AdaptiveSearch, LevelMaker, Targets, make_search
+from runner.visit import Visit
 
 
 @dataclass(kw_only=True)
@@ -37,6 +59,8 @@ class Sweep:
 
     def __post_init__(self) -> None:
         self.heartbeat: Heartbeat | None = None  # while the platform runs
+        self._spent: dict[str, float] = {}  # seconds each configuration's visits took
+        self._failed: set[str] = set()  # configurations that failed in this attempt (not visited again)
         self.live = LiveState(self.scenario.threshold, self.scenario.load.latency_slo_ms)
         self.observer = Broadcast(self.observer, self.live)
         self.driver = LoadDriver(
@@ -75,17 +99,46 @@ class Sweep:
         return status
 
     def _run_configs(self) -> None:
-        total = len(self.plan)
-        for position, config in enumerate(self.plan.configurations, start=1):
+        """Every configuration in interleaved rounds (runner.rounds); with one round, in plan order."""
+        record = self._rounds_record()
+        by_key = {c.key: c for c in self.plan.configurations}
+        for config in self.plan.configurations:
             done = self.store.summary.config(config.key)
             if done is not None and done.finished:
                 self.observer.config_skipped(config, done)
-                continue
-            self.observer.config_started(position, total, config)
-            result = self.run_config(config)
-            self.observer.config_finished(result)
-            if result.status == "failed" and self.scenario.on_failure == "stop":
+        for number in range(1, record.max_rounds + 1):
+            active = [k for k in by_key if self._active(k)]
+            if not active:
                 return
+            current = record.round(number)
+            if current is None:
+                order = active if record.planned == 1 else round_order(active, record.seed, number)
+                current = RoundRecord(number=number, order=order)
+                record.rounds = [*record.rounds, current]
+                self.store.save()
+            self.observer.round_started(number, record.planned, [by_key[k] for k in current.order])
+            for position, key in enumerate(current.order, start=1):
+                if key in current.visited or not self._active(key):
+                    continue
+                result = self._visit(by_key[key], number, position, len(current.order), record)
+                current.visited = [*current.visited, key]
+                self.store.save()
+                if result.status == "failed" and self.scenario.on_failure == "stop":
+                    return
+
+    def _rounds_record(self) -> RoundsRecord:
+        """The run's rounds: the seed and counts, kept from the first attempt when resuming."""
+        summary, load = self.store.summary, self.scenario.load
+        if summary.rounds is None:
+            seed = load.seed if load.seed is not None else seed_for(summary.run_id)
+            summary.rounds = RoundsRecord(seed=seed, planned=load.rounds, max_rounds=load.round_limit)
+            self.store.save()
+        return summary.rounds
+
+    def _active(self, key: str) -> bool:
+        """Not yet finished: never visited, running, or failed in an earlier attempt of a resumed run."""
+        result = self.store.summary.config(key)
+        return result is None or result.status == "running" or (result.status == "failed" and key not in self._failed)
 
     def _armed(self) -> None:
         """PlatformError unless a heartbeat has reached the Locust master (see Heartbeat.check)."""
@@ -108,77 +161,140 @@ class Sweep:
         reason = f"{len(unfinished)} of {planned} {what} did not finish: {'; '.join(unfinished)}"
         return ("partial" if finished else "failed"), reason
 
-    def run_config(self, config: Configuration) -> ConfigResult:
-        """Apply one configuration and search for its knee; an error fails only this configuration."""
-        result = self.store.begin(config)
-        steps: list[Step] = []
-        ending: str | None = None
+    def _visit(
+        self, config: Configuration, round_: int, position: int, total: int, record: RoundsRecord
+    ) -> ConfigResult:
+        """Apply `config` and measure its windows of this round; an error fails only this configuration.
+        The configuration ends (knee, capacity, verdict) after its last round, or early when a guard says
+        more load cannot help or its time budget is spent."""
+        result = self.store.summary.config(config.key)
+        if result is None or result.status == "failed":  # first visit, or a failure of an earlier attempt
+            result = self.store.begin(config, order=[c.key for c in self.plan.configurations])
+        self.observer.config_started(position, total, config)
+        started = self.clock.monotonic()
         try:
             restarted = self.platform.recover()
             if restarted:
                 self.observer.components_restarted(restarted)
             self.platform.apply(config)
-            result.machine_speed = self.platform.machine_speed()
-            steps, ending = self._step_load(config, result)
+            if result.machine_speed is None:
+                result.machine_speed = self.platform.machine_speed()
+            stopped = self._measure_visit(config, result, round_, record)
         except SizerError as error:
             result.fail(error.one_line())
+            self._failed.add(config.key)
             self.store.save()
+            self.observer.config_finished(result)
             return result
         finally:
             self.driver.stop()
-        outcome = find_knee(steps, self.scenario.threshold)
-        status, reason = judge(steps, outcome.judged_up_to, outcome.reason)
-        knee = outcome.knee
-        capacity = find_capacity(steps, self.scenario.load.latency_slo_ms, above=knee.rps if knee else None)
-        finish_result(result, outcome, status, reason, capacity, search=ending)
-        self.store.save()
+        self._spent[config.key] = self._spent.get(config.key, 0.0) + self.clock.monotonic() - started
+        assessment = assess(result.steps, self.scenario.threshold, self.scenario.load.latency_slo_ms)
+        if stopped is not None or self._last_round(assessment, round_, record):
+            ending = search_ending(assessment, result.steps, self._targets(), stopped)
+            finish_result(result, assessment.outcome, assessment.status, assessment.reason, assessment.capacity,
+                          search=ending)  # fmt: skip
+            self.store.save()
+            self.observer.config_finished(result)
+        else:
+            self.observer.visit_finished(result, assessment)
         return result
 
-    def _step_load(self, config: Configuration, result: ConfigResult) -> tuple[list[Step], str]:
-        """Step the load as the search asks, measuring and saving each window; returns the steps and how
-        the search ended."""
+    def _last_round(self, assessment: Assessment, round_: int, record: RoundsRecord) -> bool:
+        """The configuration's last round: the planned ones are done and its knee's interval is within the
+        target (or it has none to narrow), or the most rounds allowed are done."""
+        if round_ >= record.max_rounds:
+            return True
+        if round_ < record.planned:
+            return False
+        knee = assessment.knee
+        width = knee.half_width if knee is not None else None
+        return width is not None and width <= self.scenario.load.knee_interval
+
+    def _targets(self) -> Targets:
         load = self.scenario.load
-        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores, self._knee_per_core(config))
+        return Targets(load.knee_interval, load.capacity_resolution, load.latency_slo_ms, load.max_steps)
+
+    def _measure_visit(
+        self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord
+    ) -> str | None:
+        """Measure this visit's windows; returns why the configuration stops early, or None."""
+        load, threshold = self.scenario.load, self.scenario.threshold
         meter = self.driver.meter(config.envoy_cpu_cores)
-        guard_context = GuardContext(threshold=self.scenario.threshold, workers=load.workers, profile=config.profile,
-                                     scrape_interval_s=self.scenario.prometheus.scrape_interval_s)  # fmt: skip
-        deadline = self.clock.monotonic() + load.max_config_s
-        target = self.platform.target(config.profile, load)
-        steps: list[Step] = []
-        level = search.next_level(steps)
-        if level is not None and load.warmup_s > 0:
-            self.driver.set(level, "warm-up", load.warmup_s, arrivals=config.arrivals, target=target)
-        while level is not None:
-            if self.clock.monotonic() >= deadline:
-                return steps, f"time budget of {load.max_config_s:g} s per configuration spent"
-            self.driver.set(level, "settle", load.settle_s, arrivals=config.arrivals, target=target)
-            if self.heartbeat is not None:
-                self.heartbeat.check()  # no load is measured without the dead-man switch armed
-            self.observer.load_changed(level, "measure", load.step_s)
-            try:
-                step = meter.measure(len(steps), level, load.step_s)
-            except WindowDiscarded as discarded:  # once: set the load again and measure anew
-                self.driver.users = 0
-                self.driver.set(level, f"{discarded}; again", load.settle_s, arrivals=config.arrivals, target=target)
-                step = meter.measure(len(steps), level, load.step_s)
-            findings = check_step(step, steps, guard_context)
-            step = step.model_copy(update={"guards": tuple(findings)})
-            steps.append(step)
-            self.store.add_step(result, step)
-            self.observer.step_measured(config, step)
-            if findings and step.cpu_utilization_mean < self.scenario.threshold and load.search != "fixed":
-                return steps, f"stopped: {findings[0].guard} below the threshold (more load cannot help)"
-            level = search.next_level(steps)
-        return steps, search.ending(steps)
+        context = GuardContext(threshold=threshold, workers=load.workers, profile=config.profile,
+                               scrape_interval_s=self.scenario.prometheus.scrape_interval_s)  # fmt: skip
+        deadline = self.clock.monotonic() + load.max_config_s - self._spent.get(config.key, 0.0)
+        visit = Visit(self, config, result, round_, meter, context, deadline)
+        control = self._control(config, record)
+        search = make_search(load, threshold, config.envoy_cpu_cores, self._knee_per_core(config),
+                             locate_only=record.max_rounds > 1)  # fmt: skip
+        plan = None
+        if isinstance(search, AdaptiveSearch) and round_ > 1:
+            plan = VisitPlanner(search, load.windows_per_round).plan(result.steps, round_, control)
+        if plan is not None:
+            return self._measure_plan(plan, search.maker, visit)
+        if isinstance(search, AdaptiveSearch):  # locate, with this visit's share of the window budget
+            search.targets = replace(search.targets, max_steps=len(result.steps) + load.max_steps)
+            level = search.next_level(result.steps)
+            while level is not None:
+                if (stop := visit.measure(level)) is not None:
+                    return stop
+                level = search.next_level(result.steps)
+            if record.max_rounds == 1:
+                return None
+        else:  # a schedule: all of it, in every round
+            level = search.next_level(visit.steps)
+            while level is not None:
+                if (stop := visit.measure(level)) is not None:
+                    return stop
+                level = search.next_level(visit.steps)
+        return self._measure_new_control(config, result, record, visit)
+
+    def _measure_plan(self, plan: VisitPlan, maker: LevelMaker, visit: Visit) -> str | None:
+        """A planned visit: the curve's windows (one past the curve measured again lower, once), then the
+        capacity probe."""
+        for offered in plan.curve:
+            is_control = offered == plan.control
+            if (stop := visit.measure(maker.level(offered), control=is_control)) is not None:
+                return stop
+            again = not is_control and past_the_curve(visit.steps[-1], self.scenario.threshold)
+            if again and (stop := visit.measure(maker.level(offered * RETRY_SHARE))) is not None:
+                return stop
+        return visit.measure(maker.level(plan.probe)) if plan.probe is not None else None
+
+    def _control(self, config: Configuration, record: RoundsRecord) -> float | None:
+        """The control window's offered load when `config` is the control configuration and it is known."""
+        control = record.control
+        return control.offered if control is not None and control.key == config.key else None
+
+    def _measure_new_control(
+        self, config: Configuration, result: ConfigResult, record: RoundsRecord, visit: Visit
+    ) -> str | None:
+        """In the first round that can: the control configuration is the first one in plan order whose
+        windows place CONTROL_UTILIZATION; measure it there once now (later rounds plan it)."""
+        if record.max_rounds == 1 or record.control is not None or self.scenario.load.search != "adaptive":
+            return None
+        load = self.scenario.load
+        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores)
+        assert isinstance(search, AdaptiveSearch)
+        offered = VisitPlanner(search, load.windows_per_round).offered_for(result.steps, CONTROL_UTILIZATION)
+        first = next((c for c in self.plan.configurations if self._active(c.key)), None)
+        if offered is None or first is None or first.key != config.key:
+            return None
+        record.control = ControlWindow(key=config.key, offered=offered)
+        self.store.save()
+        return visit.measure(search.maker.level(offered), control=True)
 
     def _knee_per_core(self, config: Configuration) -> float | None:
-        """RPS per core at the knee of the configurations already measured with the same arrivals and
+        """RPS per core at the knee of the other configurations measured so far with the same arrivals and
         traffic profile (a TLS handshake per request costs many times a keep-alive request)."""
-        rates = [
-            c.valid_knee.rps / c.envoy.cpu_cores
-            for c in self.store.summary.configs
-            if c.valid_knee is not None and c.arrivals == config.arrivals and c.profile == config.profile
-        ]
+        rates = []
+        for other in self.store.summary.configs:
+            if other.key == config.key or other.arrivals != config.arrivals or other.profile != config.profile:
+                continue
+            knee = other.valid_knee if other.finished else find_knee(other.steps, self.scenario.threshold).knee
+            if knee is not None and other.status != "failed":
+                rates.append(knee.rps / other.envoy.cpu_cores)
         return min(rates) if rates else None
 
     def run_baseline(self) -> BaselineResult:

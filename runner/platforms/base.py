@@ -39,8 +39,9 @@ class Platform(ABC):
         """Start or connect to the shared parts (Prometheus, Locust master and workers, the gateway)."""
 
     @abstractmethod
-    def apply(self, config: Configuration) -> None:
-        """Give Envoy (and Contour, the backend) the configuration's resources; return once it serves."""
+    def apply(self, config: Configuration, *, fresh: bool = False) -> None:
+        """Give Envoy (and Contour, the backend) the configuration's resources; return once it serves.
+        `fresh`: a new Envoy even where only its limits change (the memory model measures one per point)."""
 
     @abstractmethod
     def stop(self) -> None:
@@ -88,6 +89,11 @@ class Platform(ABC):
 
     def machine_speed(self) -> float | None:
         """How fast Envoy's CPUs run now, in million reference-loop iterations per second (None: unknown)."""
+        return None
+
+    def cpu_steal(self) -> tuple[float, float] | None:
+        """The machine's CPU time stolen by its hypervisor and its total CPU time so far, in seconds (None: the
+        platform cannot read the machine Envoy runs on)."""
         return None
 
     def describe(self) -> dict[str, Any]:

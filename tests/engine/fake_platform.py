@@ -83,11 +83,13 @@ class SimulatedEnvoy:
         scale = self.cost_us * 1e-6 * self.reference_rps ** (1 - self.exponent)
         return (threshold * self.limit_cores / scale) ** (1 / self.exponent)
 
-    def second(self, offered: float) -> tuple[float, float, float]:
-        """One second at `offered` RPS: (served RPS, cores used, p99 ms)."""
-        capacity = self.capacity_rps()
+    def second(self, offered: float, speed: float = 1.0) -> tuple[float, float, float]:
+        """One second at `offered` RPS on a machine running at `speed` (1.0: nominal; 0.87: every request
+        costs 1 / 0.87 of its nominal CPU): (served RPS, cores used, p99 ms)."""
+        capacity = self.capacity_rps() * speed ** (1 / self.exponent)
         served = min(offered, capacity)
-        cores = min(self.limit_cores, self.demand_cores(served) * (1 + self.random.gauss(0, self.noise)))
+        demand = self.demand_cores(served) / speed
+        cores = min(self.limit_cores, demand * (1 + self.random.gauss(0, self.noise)))
         utilization = cores / self.limit_cores
         p99 = 2.0 + 3.0 / max(0.02, 1.0 - min(utilization, 0.99)) + (200.0 if offered > capacity else 0.0)
         return served, max(cores, 0.0), p99
@@ -103,12 +105,14 @@ class Timeline:
     users: int = 0
     seconds: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     generator_share: float = 0.2
+    speed: Callable[[int], float] = lambda second: 1.0  # the machine's speed in each second
 
     def advance_to(self, moment: float) -> None:
         """Simulate every whole second up to `moment`."""
         second = max(self.seconds, default=int(EPOCH) - 1) + 1
         while second < int(moment):
-            self.seconds[second] = self.envoy.second(self.offered) if self.offered > 0 else (0.0, 0.002, 0.0)
+            speed = self.speed(second)
+            self.seconds[second] = self.envoy.second(self.offered, speed) if self.offered > 0 else (0.0, 0.002, 0.0)
             second += 1
 
     def window(self, start: float, end: float) -> list[tuple[float, float, float]]:
@@ -211,7 +215,8 @@ class FakeMetrics:
 
 class FakePlatform(Platform):
     """A platform whose Envoy is simulated: `envoy_for(config)` builds the simulated Envoy of each
-    configuration; `fail_apply(config)` may return an error to raise when it is applied."""
+    configuration (once: a later visit finds it as it was, its noise going on); `fail_apply(config)` may
+    return an error to raise when it is applied; `speed(second)` is the machine's speed."""
 
     name = "fake"
 
@@ -221,11 +226,13 @@ class FakePlatform(Platform):
         envoy_for: Callable[[Configuration], SimulatedEnvoy],
         *,
         fail_apply: Callable[[Configuration], Exception | None] = lambda config: None,
+        speed: Callable[[int], float] = lambda second: 1.0,
     ) -> None:
         self.clock = clock
         self.envoy_for = envoy_for
         self.fail_apply = fail_apply
-        self.timeline = Timeline(SimulatedEnvoy(), clock)
+        self.envoys: dict[str, SimulatedEnvoy] = {}
+        self.timeline = Timeline(SimulatedEnvoy(), clock, speed=speed)
         self._locust = FakeLocust(self.timeline)
         self._metrics = FakeMetrics(self.timeline)
         self.started = self.stopped = 0
@@ -242,12 +249,12 @@ class FakePlatform(Platform):
         self.recovered += 1
         return []
 
-    def apply(self, config: Configuration) -> None:
+    def apply(self, config: Configuration, *, fresh: bool = False) -> None:
         self.applied.append(config)
         if (error := self.fail_apply(config)) is not None:
             raise error
         self.timeline.advance_to(self.clock.time())
-        self.timeline.envoy = self.envoy_for(config)
+        self.timeline.envoy = self.envoys.setdefault(config.key, self.envoy_for(config))
         self.clock.sleep(2.0)  # a rollout
 
     @property

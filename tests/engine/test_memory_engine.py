@@ -87,7 +87,7 @@ class FakeMemoryPlatform(FakePlatform):
 
 
 def _scenario(**memory: object) -> Scenario:
-    raw = {"name": "memory-engine", "envoy": {"cpu": [0.25], "memory": "1Gi"}, "load": {"workers": 1},
+    raw = {"name": "memory-engine", "envoy": {"cpu": [0.25], "memory": "1Gi"}, "load": {"workers": 1, "rounds": 1},
            "memory": {**MEMORY, **memory}}  # fmt: skip
     return parse_scenario(raw)
 

@@ -19,7 +19,7 @@ from runner.results import RunStore, load_summary
 from runner.scenario import Scenario, parse_scenario
 from runner.sweep import Sweep
 
-LOAD = {"step_seconds": 8, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1}
+LOAD = {"step_seconds": 8, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1, "seed": 1}
 
 
 def _scenario(**fields: object) -> Scenario:
@@ -48,21 +48,78 @@ def test_a_sweep_finds_each_knee_near_the_simulated_one_and_ends_complete(tmp_pa
     assert sweep.run() == "complete"
     summary = load_summary(sweep.store.run_dir)
     assert summary.status == "complete" and summary.reason is None
+    rounds = summary.rounds
+    assert rounds is not None and rounds.planned == 5 and [r.number for r in rounds.rounds] == [1, 2, 3, 4, 5]
     for result in summary.configs:
         truth = SimulatedEnvoy(limit_cores=result.envoy.cpu_cores).true_knee(0.90)
         assert result.status == "saturated", result.reason
-        assert result.knee is not None and result.knee.rps == pytest.approx(truth, rel=0.05)
-        assert len(result.steps) <= 12
+        knee = result.knee
+        assert knee is not None and knee.method == "rounds" and knee.rounds == 5
+        assert knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high, (knee, truth)
+        assert knee.rps == pytest.approx(truth, rel=0.05)
+        assert {s.round for s in result.steps} == {1, 2, 3, 4, 5}  # every round visited it
+        # round 1 locates; each later round measures its planned windows and a capacity probe at most
+        assert len(result.steps) <= 12 + 4 * 3
+    control = [s for c in summary.configs for s in c.steps if s.control]
+    assert rounds.control is not None and len(control) == 5 and {s.round for s in control} == {1, 2, 3, 4, 5}
+    assert all(s.target_rps == pytest.approx(rounds.control.offered) for s in control)  # one fixed rate
     assert platform.started == platform.stopped == 1
-    assert clock.slept < 600  # simulated seconds: two configurations at ~15 s a window
+    assert clock.slept < 900  # simulated seconds: two configurations, five rounds, ~14 s a window
+
+
+def test_rounds_visit_every_configuration_in_a_shuffled_order_that_a_seed_fixes(tmp_path):
+    orders = []
+    for attempt in ("a", "b"):
+        scenario = _scenario(envoy={"cpu": [0.2, 0.25, 0.3, 0.4, 0.5]}, load={"seed": 7, "rounds": 3})
+        sweep = _sweep(tmp_path / attempt, scenario, FakePlatform(FakeClock(), _envoy))
+        sweep.run()
+        record = sweep.store.summary.rounds
+        assert record is not None and record.seed == 7
+        orders.append([r.order for r in record.rounds])
+        for number, order in enumerate(orders[-1], start=1):
+            assert sorted(order) == sorted(c.key for c in sweep.plan.configurations), number
+    assert orders[0] == orders[1]  # the seed fixes them
+    assert len({tuple(order) for order in orders[0]}) > 1  # and they differ from round to round
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped_and_keeps_every_window(tmp_path):
+    scenario = _scenario()
+    platform = FakePlatform(FakeClock(), _envoy)
+    swarms = 0
+
+    def interrupt_in_round_three() -> Exception | None:
+        nonlocal swarms
+        if len(platform.applied) == 6:  # the third round's second visit: warm-up, a window, then Ctrl-C
+            swarms += 1
+            if swarms == 3:
+                raise KeyboardInterrupt
+        return None
+
+    platform.locust.fail_swarm = interrupt_in_round_three
+    first = _sweep(tmp_path, scenario, platform)
+    with pytest.raises(KeyboardInterrupt):
+        first.run()
+    store = RunStore.open(first.store.run_dir)
+    kept = {c.key: list(c.steps) for c in store.summary.configs}
+    assert all(c.status == "running" for c in store.summary.configs) and all(kept.values())
+    again = FakePlatform(FakeClock(), _envoy)
+    assert _sweep(tmp_path, scenario, again, store).run() == "complete"
+    summary = load_summary(store.run_dir)
+    for config in summary.configs:
+        assert config.status == "saturated" and config.steps[: len(kept[config.key])] == kept[config.key]
+        assert {s.round for s in config.steps} == {1, 2, 3, 4, 5}
+    # the visit cut short is made again, then rounds 4 and 5: no round is repeated
+    assert len(again.applied) == 1 + 2 + 2
+    assert [r.number for r in summary.rounds.rounds] == [1, 2, 3, 4, 5]  # type: ignore[union-attr]
 
 
 def test_resume_skips_finished_configurations_and_redoes_the_unfinished_one(tmp_path):
-    scenario = _scenario()
+    scenario = _scenario(load={"rounds": 1})
     first = _sweep(tmp_path, scenario, FakePlatform(FakeClock(), _envoy))
     first.run()
     store = RunStore.open(first.store.run_dir)
     store.summary.configs[1].status = "running"  # as an interrupt leaves it
+    store.summary.rounds.rounds[0].visited.pop()  # type: ignore[union-attr]
     kept = store.summary.configs[0].model_copy(deep=True)
     platform = FakePlatform(FakeClock(), _envoy)
     assert _sweep(tmp_path, scenario, platform, store).run() == "complete"
@@ -85,7 +142,8 @@ def test_a_configuration_that_fails_is_recorded_and_the_sweep_goes_on(tmp_path):
         sweep.store.summary.reason is not None
         and "1 of 2 configuration(s) did not finish" in sweep.store.summary.reason
     )
-    assert platform.recovered == 2  # dead parts are brought back before every configuration
+    assert [c.envoy_cpu_cores for c in platform.applied].count(0.25) == 1  # a failed one is not visited again
+    assert platform.recovered == len(platform.applied)  # dead parts are brought back before every visit
 
 
 def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
@@ -99,11 +157,12 @@ def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
 def test_prometheus_unreachable_mid_run_fails_that_configuration_with_the_reason(tmp_path):
     clock = FakeClock()
     platform = FakePlatform(clock, _envoy)
-    outage = (clock.time() + 60, clock.time() + 70)  # down for 10 s, during the first configuration
+    outage = (clock.time() + 20, clock.time() + 40)  # down for 20 s, in the first visit's second window
     platform.metrics.unreachable = lambda: outage[0] <= clock.time() < outage[1]
     sweep = _sweep(tmp_path, _scenario(), platform)
     assert sweep.run() == "partial"
-    first, second = sweep.store.summary.configs
+    first = next(c for c in sweep.store.summary.configs if c.key == platform.applied[0].key)
+    [second] = [c for c in sweep.store.summary.configs if c is not first]
     assert first.status == "failed" and first.reason is not None and first.reason.startswith("Prometheus at")
     assert first.steps  # the windows measured before the outage are kept
     assert second.status == "saturated"
@@ -145,8 +204,9 @@ def test_an_interrupt_keeps_the_steps_and_stops_the_platform(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         sweep.run()
     summary = load_summary(sweep.store.run_dir)
-    assert summary.status == "interrupted" and summary.configs[0].status == "running"
-    assert len(summary.configs[0].steps) == 2  # warm-up, two measured levels, then the interrupt
+    [started] = summary.configs  # the first one visited
+    assert summary.status == "interrupted" and started.status == "running"
+    assert len(started.steps) == 2  # warm-up, two measured levels, then the interrupt
     assert platform.stopped == 1
 
 
@@ -157,7 +217,8 @@ def test_a_load_generator_error_fails_only_its_configuration(tmp_path):
     )
     sweep = _sweep(tmp_path, _scenario(), platform)
     assert sweep.run() == "partial"
-    assert [c.status for c in sweep.store.summary.configs] == ["failed", "saturated"]
+    statuses = {c.key: c.status for c in sweep.store.summary.configs}
+    assert statuses == {platform.applied[0].key: "failed", platform.applied[1].key: "saturated"}
 
 
 def test_a_window_the_load_did_not_run_through_is_measured_again_then_fails_the_configuration(tmp_path):

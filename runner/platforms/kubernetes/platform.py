@@ -117,7 +117,7 @@ class KubernetesPlatform(Platform):
         metrics.check()
         return metrics
 
-    def apply(self, config: Configuration) -> None:
+    def apply(self, config: Configuration, *, fresh: bool = False) -> None:
         """Patch and roll out the workloads, then make the configuration's extra routes exist (the memory
         model's HTTPProxies, routes.py), timing those it creates."""
         self.check()

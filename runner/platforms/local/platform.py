@@ -16,7 +16,7 @@ from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
 from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
-from runner.platforms.local.speed import parse_cpu_list, reference_speed
+from runner.platforms.local.speed import parse_cpu_list, read_steal, reference_speed
 from runner.platforms.local.state import CERTIFICATE_DIR, HAND_TESTBED_ID
 from runner.platforms.local.testbed import SELECTORS, LocalTestbed, LocustSetup, Ports
 from runner.profiles import TlsKey, TrafficProfile
@@ -70,7 +70,7 @@ class LocalPlatform(Platform):
         self._locust = self.testbed.start_locust(setup)
         self.testbed.record_state(self.owner_pid)
 
-    def apply(self, config: Configuration) -> None:
+    def apply(self, config: Configuration, *, fresh: bool = False) -> None:
         backend = self.scenario.backend
         self.testbed.scale_backend(
             config.backend_replicas,
@@ -80,8 +80,8 @@ class LocalPlatform(Platform):
             response_status=backend.response_status,
             body_sizes=self._body_sizes,  # every profile's, so the backend stays up from one profile to the next
         )
-        certificate = self._certificate(config.profile.tls_key) if config.profile.tls else None
         overload = self.scenario.envoy.overload
+        certificate = self._listener_certificate(config.profile)
         self.testbed.start_envoy(
             config.envoy_cpu_cores,
             config.envoy_memory_bytes,
@@ -89,7 +89,17 @@ class LocalPlatform(Platform):
             certificate=certificate,
             extra_routes=config.extra_routes,
             overload=envoy.Overload(overload.max_connections, overload.max_heap_bytes) if overload else None,
+            fresh=fresh,
         )
+
+    def _listener_certificate(self, profile: TrafficProfile) -> CertificateFiles | None:
+        """The TLS listener's certificate: the profile's key type, or for a plain profile the first TLS profile's
+        of the scenario, so that plain and TLS configurations share one Envoy (only its limits change between
+        them); None when no profile uses TLS."""
+        if profile.tls:
+            return self._certificate(profile.tls_key)
+        tls = next((p for p in self.scenario.profiles if p.tls), None)
+        return self._certificate(tls.tls_key) if tls is not None else None
 
     def _certificate(self, key_type: TlsKey) -> CertificateFiles:
         """The run's certificate for the gateway's host with this key type, made on first use."""
@@ -149,6 +159,9 @@ class LocalPlatform(Platform):
     def machine_speed(self) -> float:
         cpus = parse_cpu_list(self.placement.envoy_cpus) if self.placement.envoy_cpus else None
         return reference_speed(cpus)
+
+    def cpu_steal(self) -> tuple[float, float] | None:
+        return read_steal()
 
     def describe(self) -> dict[str, Any]:
         placement = self.placement

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from pathlib import Path
 
+PROC_STAT = Path("/proc/stat")
 LOOP = 200_000  # iterations of the reference loop: about 10 ms on a 2026 server core
 SAMPLES = 15
 PAUSE_S = 0.02
@@ -39,6 +41,17 @@ def reference_speed(cpus: set[int] | None = None, samples: int = SAMPLES) -> flo
     finally:
         os.sched_setaffinity(0, previous)
     return LOOP / statistics.median(times) / 1e6
+
+
+def read_steal(stat: Path = PROC_STAT) -> tuple[float, float] | None:
+    """(stolen, total) CPU seconds of the whole machine from /proc/stat's `cpu` line (None: unreadable)."""
+    try:
+        fields = [int(v) for v in stat.read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal / ticks, sum(fields[:8]) / ticks
 
 
 def parse_cpu_list(text: str) -> set[int]:

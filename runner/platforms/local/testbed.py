@@ -137,6 +137,7 @@ class LocalTestbed:
         self._tsdb: Path | None = None
         self.backend: list[nginx.NginxReplica] = []
         self.envoy_limits: tuple[float, int | None, int] | None = None
+        self._envoy_layout: tuple[envoy.EnvoyLayout, int] | None = None  # what the running Envoy was started with
         self._locust_setup: LocustSetup | None = None
         self._backend_options: dict[str, Any] = {}
 
@@ -287,13 +288,15 @@ class LocalTestbed:
         extra_routes: int = 0,
         overload: envoy.Overload | None = None,
         idle_timeout_s: float = envoy.IDLE_TIMEOUT_S,
+        fresh: bool = False,
     ) -> None:
-        """(Re)start Envoy in its cgroup with these limits, as a rollout replaces a pod; with a certificate,
-        Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more virtual hosts, `overload`
-        manager settings and the connection idle timeout go into its bootstrap."""
+        """Give Envoy these limits: written into its cgroup when it runs with the same bootstrap and worker
+        count (as an in-place resize changes a pod's limits), else (re)started with them, as a rollout replaces
+        a pod. With a certificate, Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more
+        virtual hosts, `overload` manager settings and the connection idle timeout go into its bootstrap.
+        `fresh`: restart it whatever changed."""
         if not self.backend:
             raise PlatformError("start the backend before Envoy")
-        self._remove(ENVOY_POD)
         tls = None
         if certificate is not None:
             tls = envoy.TlsListener(self.ports.gateway_tls, certificate.certificate, certificate.private_key)
@@ -307,6 +310,9 @@ class LocalTestbed:
             overload=overload,
             idle_timeout_s=idle_timeout_s,
         )
+        if not fresh and self._resize_envoy(layout, concurrency, cpu_cores, memory_bytes):
+            return
+        self._remove(ENVOY_POD)
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
         entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
         entry.cgroup.set_cpu_limit(cpu_cores)
@@ -322,6 +328,28 @@ class LocalTestbed:
         for port in (self.ports.gateway, *([tls.port] if tls else [])):
             wait_until(_listening(LOOPBACK, port), what="Envoy's listener", timeout_s=START_TIMEOUT_S, process=process)
         self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
+        self._envoy_layout = (layout, concurrency)
+
+    def _resize_envoy(
+        self, layout: envoy.EnvoyLayout, concurrency: int, cpu_cores: float, memory_bytes: int | None
+    ) -> bool:
+        """Write new limits into a running Envoy's cgroup when its bootstrap and worker count stay; False
+        when it must be (re)started (not running, another bootstrap, or a memory limit below what it uses)."""
+        entry = self.containers.get(ENVOY_POD)
+        if (
+            entry is None
+            or entry.process is None
+            or not entry.process.alive()
+            or self._envoy_layout != (layout, concurrency)
+        ):
+            return False
+        try:
+            entry.cgroup.set_memory_limit(memory_bytes)
+        except PlatformError:  # cgroup v1 refuses a limit below the usage (EBUSY): restart, as a rollout would
+            return False
+        entry.cgroup.set_cpu_limit(cpu_cores)
+        self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
+        return True
 
     def start_locust(self, setup: LocustSetup, timeout_s: float = START_TIMEOUT_S) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup; waits up to

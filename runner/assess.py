@@ -1,0 +1,80 @@
+"""A configuration's figures from its windows, decided in one place: the knee, the capacity and the verdict.
+
+The engine assesses when a configuration ends, the live view after every window, the search to know where it
+stands; each shows the same `Assessment`, so a knee the guards throw out is never shown as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from runner.curve import MIN_ROUNDS
+from runner.guards import judge
+from runner.knee import KneeResult, find_capacity, find_knee
+from runner.model import Capacity, Knee, Step
+from runner.search import Targets
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The knee (kept for inspection even when a guard makes it invalid), the capacity and the verdict."""
+
+    outcome: KneeResult
+    capacity: Capacity | None
+    status: str  # saturated, not-saturated or invalid (runner.model.ConfigStatus)
+    reason: str | None
+
+    @property
+    def knee(self) -> Knee | None:
+        return self.outcome.knee
+
+    @property
+    def valid_knee(self) -> Knee | None:
+        """The knee when it counts: Envoy was the bottleneck up to it."""
+        return self.outcome.knee if self.status == "saturated" else None
+
+
+def assess(steps: Sequence[Step], threshold: float, slo_ms: float) -> Assessment:
+    """Knee, capacity and verdict of one configuration's windows."""
+    outcome = find_knee(steps, threshold)
+    status, reason = judge(steps, outcome.judged_up_to, outcome.reason)
+    capacity = find_capacity(steps, slo_ms, above=outcome.knee.rps if outcome.knee else None)
+    return Assessment(outcome, capacity, status, reason)
+
+
+def _knee_part(knee: Knee | None, target: float) -> str:
+    if knee is None:
+        return "no knee"
+    if knee.method == "interpolated":
+        return "knee interpolated between the 2 windows either side (no interval)"
+    width = knee.half_width
+    if knee.method == "rounds":
+        source = f"from {knee.rounds} rounds"
+        if width is None:
+            return f"knee {source}, no interval (one from the scatter between rounds needs {MIN_ROUNDS})"
+    else:
+        source = "from one pass"
+        if width is None:
+            return f"knee fitted to {knee.windows} windows that scatter too much for an interval"
+    verdict = "within" if width <= target else "wider than"
+    return f"knee interval +-{width:.1%} {source}, {verdict} the +-{target:.0%} target"
+
+
+def _capacity_part(capacity: Capacity | None) -> str:
+    if capacity is None:
+        return "no rate served within the SLO"
+    if capacity.broken_at is None:
+        return f"capacity not reached (served up to {capacity.rps:,.0f} RPS)"
+    return f"capacity within {capacity.broken_at / capacity.rps - 1:.0%}"
+
+
+def search_ending(assessment: Assessment, steps: Sequence[Step], targets: Targets, stopped: str | None = None) -> str:
+    """How a configuration's search ended, for the results: what the knee's interval reached against its
+    target, where capacity stands (open loop), why it stopped early, and how many windows it took."""
+    parts = [_knee_part(assessment.knee, targets.interval)]
+    if any(s.target_rps is not None for s in steps):
+        parts.append(_capacity_part(assessment.capacity))
+    if stopped:
+        parts.insert(0, stopped)
+    return f"{'; '.join(parts)} after {len(steps)} windows"
