@@ -79,7 +79,8 @@ class LocustOptions:
         host_header, path = (target.host_header, target.path) if target else (load.host_header, load.path)
         new_connection = target.new_connection if target else False
         arrival = arrivals or load.arrivals[0]
-        return cls(host_header, path, user_rps, arrival, load.accept_encoding, new_connection)
+        encoding = (target.accept_encoding if target else None) or load.accept_encoding
+        return cls(host_header, path, user_rps, arrival, encoding, new_connection)
 
     def as_form(self) -> dict[str, str]:
         """The options as the /swarm form fields Locust forwards to the workers (a flag as true/false, as
@@ -113,6 +114,7 @@ class LoadTarget:
     host_header: str
     path: str
     new_connection: bool = False
+    accept_encoding: str | None = None  # the profile's Accept-Encoding; None: the scenario's (load.accept_encoding)
 
 
 def locustfile_arg(locustfile: Path) -> str:

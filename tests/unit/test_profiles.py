@@ -11,13 +11,14 @@ from simulated_envoy import make_step
 
 from runner.errors import ScenarioError
 from runner.guards import GuardContext, connections_off_profile
+from runner.locust import LoadTarget, LocustOptions
 from runner.model import BackendResources, ConfigResult, EnvoyResources, Knee, RunSummary
 from runner.plan import plan_sweep
 from runner.platforms.local import envoy, nginx
-from runner.profiles import PLAIN_PROFILE, ProfileList, TrafficProfile
+from runner.profiles import PLAIN_PROFILE, ProfileList, TrafficProfile, parse_short
 from runner.report.profiles import compare_profiles
 from runner.report.sizing import knee_points
-from runner.scenario import Overrides, load_scenario
+from runner.scenario import Overrides, load_scenario, parse_scenario
 
 PROFILES = TypeAdapter(ProfileList)
 
@@ -81,7 +82,7 @@ def test_profiles_are_an_axis_and_plain_keys_stay_as_before():
     [
         (Overrides(profiles="tls,tls"), "profile tls is listed twice"),
         (Overrides(profiles="new-connection", client="fasthttp"), "needs load.client: lean"),
-        (Overrides(profiles="gzip"), "'gzip' is not a profile name"),
+        (Overrides(profiles="brotli"), "'brotli' is not a profile name"),
     ],
 )
 def test_a_profile_that_cannot_run_is_refused_before_anything_starts(overrides, says):
@@ -193,3 +194,16 @@ def test_one_profile_makes_no_comparison():
         configs=[_config("plain", 0.5, 2000.0, 0.0)],
     )  # fmt: skip
     assert compare_profiles(summary, headroom=0.3) is None
+
+
+def test_compression_is_a_profile_axis_that_reaches_the_load_generator():
+    identity = TrafficProfile(**parse_short("tls-identity"))
+    assert identity.tls and identity.accept_encoding == "identity"
+    assert "no compression (identity)" in identity.description
+    load = parse_scenario({"name": "x", "envoy": {"cpu": [0.5]}, "load": {"accept_encoding": "gzip, deflate, br"}}).load
+    asked = LocustOptions.from_load(load, 5.0, "poisson", LoadTarget("http://g", "h", "/", False, "identity"))
+    default = LocustOptions.from_load(load, 5.0, "poisson", LoadTarget("http://g", "h", "/"))
+    assert asked.as_form()["accept_encoding"] == "identity"
+    assert default.as_form()["accept_encoding"] == "gzip, deflate, br"  # a profile that says nothing: the scenario's
+    with pytest.raises(ValueError, match="plain HTTP with keep-alive"):
+        TrafficProfile(name="plain", accept_encoding="identity")

@@ -149,7 +149,8 @@ class KubernetesPlatform(Platform):
         if not profile.tls:
             return super().target(profile, load)
         url = tls_url(self.scenario.kubernetes.gateway_url)
-        return LoadTarget(url, self.tls.fqdn(profile.tls_key), profile.path(load.path), profile.new_connection)
+        host = self.tls.fqdn(profile.tls_key)
+        return LoadTarget(url, host, profile.path(load.path), profile.new_connection, profile.accept_encoding)
 
     def patch(self, config: Configuration) -> list[Workload]:
         """Give the workloads the configuration's resources, args and replicas, each change recorded (and
