@@ -30,7 +30,6 @@ from _runs import LocalTestbed, Ports, default_scenario, run_sweep, scenario_wit
 from openloop import command
 
 from runner.knee import SATURATED, power_fit
-from runner.platforms.local.cgroups import CgroupV1
 from runner.platforms.local.placement import place
 from runner.platforms.local.testbed import ENVOY_POD
 
@@ -53,8 +52,7 @@ def generator_windows(cap: float, knee: float, passes: int, seconds: float, user
         testbed.scale_backend(1)
         testbed.start_envoy(cap, 256 * 2**20, 1)
         cgroup = testbed.containers[ENVOY_POD].cgroup
-        counters: Path = cgroup.cpuacct if isinstance(cgroup, CgroupV1) else cgroup.path
-        throttling: Path | None = cgroup.cpu if isinstance(cgroup, CgroupV1) else None
+        counters, throttling = cgroup.usage_folder, cgroup.throttling_folder
         rates = [knee * share for share in OFFSETS]
         for _ in range(passes):
             for rate in random.sample(rates, len(rates)):

@@ -100,8 +100,7 @@ class CounterSampler:
 
 def check_rates_and_cpu(testbed: LocalTestbed, cap: float, rate: float, seconds: float) -> None:
     envoy = testbed.containers["envoy-local"].cgroup
-    spec = envoy.spec()
-    cgroup = spec["cpuacct"] if spec["version"] == 1 else spec["path"]
+    cgroup = envoy.usage_folder
     for model in MODELS:
         with CounterSampler(envoy) as sampler:
             result = run(testbed.gateway_url, rate, seconds, model, cgroup=cgroup, limit_cores=cap)

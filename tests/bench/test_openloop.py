@@ -300,8 +300,7 @@ def test_envoy_cpu_matches_its_cgroup_counter(binary, testbed_factory):
     testbed.scale_backend(1)
     testbed.start_envoy(0.5, 256 * 2**20, 1)
     group = testbed.containers["envoy-local"].cgroup
-    spec = group.spec()
-    folder = spec["cpuacct"] if spec["version"] == 1 else spec["path"]
+    folder = group.usage_folder
     before = group.cpu_usage_seconds()
     result = openloop.run(testbed.gateway_url, 500, 2, "synchronized", cgroup=folder, limit_cores=0.5, warmup=1)
     after = group.cpu_usage_seconds()

@@ -15,7 +15,8 @@ import yaml
 from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.loadgen import MASTER, RUN_LABEL, label_value
+from runner.platforms.kubernetes.loadgen import MASTER
+from runner.platforms.kubernetes.objects import RUN_LABEL, label_value
 
 CACHE = Path(os.environ.get("GATEWAY_SIZER_CACHE") or Path.home() / ".cache" / "gateway-sizer")
 STATE = CACHE / "cluster" / "state"

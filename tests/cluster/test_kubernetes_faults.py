@@ -34,7 +34,7 @@ from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.lease import lease_name
-from runner.platforms.kubernetes.loadgen import MANAGED_BY
+from runner.platforms.kubernetes.objects import MANAGED_BY
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 PAUSE_S = 30.0

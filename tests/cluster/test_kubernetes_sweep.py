@@ -23,8 +23,7 @@ from runner.cli import EXIT_INCOMPLETE
 from runner.errors import UsageError
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import call, connect
-from runner.platforms.kubernetes.loadgen import MANAGED_BY
-from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION
+from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")

@@ -9,15 +9,8 @@ from runner.errors import UsageError
 from runner.locust import LocustOptions
 from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes.connection import NotFoundError
-from runner.platforms.kubernetes.loadgen import (
-    GATEWAY_LABEL,
-    RUN_LABEL,
-    ClusterLocust,
-    LocustDeployment,
-    LocustNames,
-    create_locust,
-    gateway_key,
-)
+from runner.platforms.kubernetes.loadgen import ClusterLocust, LocustDeployment, LocustNames, create_locust
+from runner.platforms.kubernetes.objects import GATEWAY_LABEL, RUN_LABEL, gateway_key
 from runner.platforms.kubernetes.originals import ClusterChanges, delete_created, undo
 from runner.platforms.kubernetes.workloads import resources_for
 from runner.scenario import parse_scenario

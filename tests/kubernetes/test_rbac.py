@@ -16,9 +16,10 @@ from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.connection import call, connect
 from runner.platforms.kubernetes.lease import GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import LocustDeployment, create_locust
+from runner.platforms.kubernetes.objects import GROUP, PLURAL, VERSION
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.platform import KubernetesPlatform
-from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION, GatewayTls, object_name
+from runner.platforms.kubernetes.tls import GatewayTls, object_name
 from runner.scenario import WorkloadRef, parse_scenario
 
 pytestmark = pytest.mark.kubernetes

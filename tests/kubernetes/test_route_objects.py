@@ -15,10 +15,17 @@ from test_tls_objects import TESTBED_SERVICES, _gone, _proxy, _scenario_data, _s
 from runner.errors import PlatformError
 from runner.locust import ProbeResult
 from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.loadgen import GATEWAY_LABEL, RUN_LABEL, gateway_key
-from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges, undo
+from runner.platforms.kubernetes.objects import (
+    GATEWAY_LABEL,
+    GROUP,
+    MANAGED_BY,
+    PLURAL,
+    RUN_LABEL,
+    VERSION,
+    gateway_key,
+)
+from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.routes import COMPONENT, GatewayRoutes, route_fqdn, route_name
-from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION
 from runner.scenario import parse_scenario
 
 pytestmark = pytest.mark.kubernetes

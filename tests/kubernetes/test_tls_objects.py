@@ -24,9 +24,17 @@ from test_cli_kubernetes import _gateway
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.loadgen import GATEWAY_LABEL, RUN_LABEL, gateway_key
-from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges, NotOursError, delete_created, undo
-from runner.platforms.kubernetes.tls import GROUP, PLURAL, VERSION, GatewayTls, object_name
+from runner.platforms.kubernetes.objects import (
+    GATEWAY_LABEL,
+    GROUP,
+    MANAGED_BY,
+    PLURAL,
+    RUN_LABEL,
+    VERSION,
+    gateway_key,
+)
+from runner.platforms.kubernetes.originals import ClusterChanges, NotOursError, delete_created, undo
+from runner.platforms.kubernetes.tls import GatewayTls, object_name
 from runner.scenario import Scenario, parse_scenario
 
 pytestmark = pytest.mark.kubernetes

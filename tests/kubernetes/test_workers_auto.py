@@ -8,7 +8,8 @@ import pytest
 from runner import calibrate
 from runner.generator_sizing import load_sized
 from runner.locust import LocustOptions
-from runner.platforms.kubernetes.loadgen import LocustDeployment, create_locust, gateway_key
+from runner.platforms.kubernetes.loadgen import LocustDeployment, create_locust
+from runner.platforms.kubernetes.objects import gateway_key
 from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.platforms.kubernetes.workloads import resources_for
 from runner.scenario import Overrides

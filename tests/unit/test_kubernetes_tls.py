@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from runner.certificates import pem_pair
 from runner.errors import UsageError
-from runner.platforms.kubernetes import tls
+from runner.platforms.kubernetes import objects, tls
 from runner.platforms.kubernetes.gateway_check import Fetched
 from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.scenario import Overrides, load_scenario
@@ -61,8 +61,8 @@ def test_the_secret_holds_a_certificate_for_the_fqdn_and_the_proxy_routes_like_t
     san = loaded.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == [fqdn] and isinstance(loaded.public_key(), kind)
 
-    route = tls.TestbedRoute("gateway-loadtest", "nginx", [{"name": "nginx", "port": 80, "weight": 100}], "contour")
-    proxy = tls.proxy_manifest(name, {"a": "b"}, fqdn, route)
+    route = objects.TestbedRoute("gateway-loadtest", "nginx", [{"name": "nginx", "port": 80, "weight": 100}], "contour")
+    proxy = objects.proxy_manifest(name, {"a": "b"}, fqdn, route)
     assert proxy["apiVersion"] == "projectcontour.io/v1" and proxy["metadata"]["namespace"] == "gateway-loadtest"
     assert proxy["spec"] == {
         "virtualhost": {"fqdn": fqdn, "tls": {"secretName": name}},
@@ -72,14 +72,16 @@ def test_the_secret_holds_a_certificate_for_the_fqdn_and_the_proxy_routes_like_t
 
 
 def test_a_proxys_status_reads_as_a_few_words():
-    assert tls.proxy_problem({}) == "no status yet"
-    assert tls.proxy_problem({"currentStatus": "valid", "description": "Valid HTTPProxy"}) == "valid: Valid HTTPProxy"
+    assert objects.proxy_problem({}) == "no status yet"
+    assert (
+        objects.proxy_problem({"currentStatus": "valid", "description": "Valid HTTPProxy"}) == "valid: Valid HTTPProxy"
+    )
     invalid = {
         "currentStatus": "invalid",
         "description": "At least one error present, see Errors for details",
         "conditions": [{"type": "Valid", "errors": [{"message": 'Secret not found: "gateway-loadtest/x"'}]}],
     }
-    assert tls.proxy_problem(invalid) == 'invalid: Secret not found: "gateway-loadtest/x"'
+    assert objects.proxy_problem(invalid) == 'invalid: Secret not found: "gateway-loadtest/x"'
 
 
 def test_a_fetch_through_the_gateway_describes_itself():

@@ -15,10 +15,8 @@ from typing import Any
 
 from runner.errors import UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.loadgen import wait_gone
-from runner.platforms.kubernetes.originals import HTTPPROXY, ClusterChanges, NotOursError, delete_created
-
-GROUP, VERSION, PLURAL = HTTPPROXY
+from runner.platforms.kubernetes.objects import GROUP, PLURAL, VERSION, label_selector, wait_gone
+from runner.platforms.kubernetes.originals import ClusterChanges, NotOursError, delete_created
 
 
 def proxy_reader(cluster: Cluster, namespace: str) -> Any:
@@ -28,15 +26,14 @@ def proxy_reader(cluster: Cluster, namespace: str) -> Any:
 
 def list_proxies(cluster: Cluster, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
     """The HTTPProxies in `namespace` that carry every one of `labels`."""
-    selector = ",".join(f"{key}={value}" for key, value in labels.items())
     found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
-                      GROUP, VERSION, namespace, PLURAL, label_selector=selector)  # fmt: skip
+                      GROUP, VERSION, namespace, PLURAL, label_selector=label_selector(labels))  # fmt: skip
     return list(found.get("items", []))
 
 
 def wait_proxies_gone(cluster: Cluster, namespace: str, names: list[str]) -> None:
     """Return once every HTTPProxy in `names` is gone (its fqdn free for a new proxy); PlatformError naming
-    the first one still there after loadgen.GONE_TIMEOUT_S."""
+    the first one still there after objects.GONE_TIMEOUT_S."""
     for name in names:
         wait_gone(
             functools.partial(call, "read", proxy_reader(cluster, namespace), name), f"HTTPProxy {namespace}/{name}"

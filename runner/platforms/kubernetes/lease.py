@@ -26,7 +26,7 @@ from kubernetes import client
 
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.originals import MANAGED_BY
+from runner.platforms.kubernetes.objects import MANAGED_BY
 
 LEASE_DURATION_S = 60
 RENEW_INTERVAL_S = 10.0

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +32,16 @@ from runner.locust import (
 from runner.paths import LOCUSTFILE_DIR
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges, delete_created
+from runner.platforms.kubernetes.objects import (
+    GATEWAY_LABEL,
+    MANAGED_BY,
+    gateway_key,
+    label_selector,
+    run_hash,
+    run_labels,
+    wait_gone,
+)
+from runner.platforms.kubernetes.originals import ClusterChanges, delete_created
 from runner.platforms.kubernetes.workloads import Workload, resources_for
 from runner.quantities import parse_cpu, parse_memory
 from runner.scenario import Scenario
@@ -55,34 +61,16 @@ EXTENSION_MODULES = (
     "lean_http.py",
     "lean_http_wire.py",
 )
-COMPONENT_LABEL = "app.kubernetes.io/name"
-RUN_LABEL = "gateway-sizer/run"
-GATEWAY_LABEL = "gateway-sizer/gateway"  # a hash of the gateway's namespace/name
 MOUNT = "/home/locust/locustfiles"
 LOCUST_UID = 1000  # the user of locustio/locust's image; any non-root uid works for the local image
 DEFAULT_LOCUST_IMAGE = "locustio/locust:2.47.0"
 DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY = "1", "512Mi"
 DEFAULTS_CONFIGMAP = "gateway-sizer-defaults"  # optional, in the test namespace: a cluster's own defaults
 WORKERS_TIMEOUT_S = 180.0
-GONE_TIMEOUT_S = 60.0
 # Pod Security `restricted` (https://kubernetes.io/docs/concepts/security/pod-security-standards/)
 POD_SECURITY = {"runAsNonRoot": True, "runAsUser": LOCUST_UID, "runAsGroup": LOCUST_UID,
                 "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
 CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
-def run_hash(run_id: str) -> str:
-    return hashlib.sha256(run_id.encode()).hexdigest()[:8]
-
-
-def gateway_key(namespace: str, name: str) -> str:
-    """The label value that ties Locust objects to the gateway they load."""
-    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:16]
-
-
-def label_value(text: str) -> str:
-    """`text` cut to a valid label value: at most 63 characters, alphanumeric at both ends."""
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", text[:63])
 
 
 @dataclass(frozen=True)
@@ -125,12 +113,7 @@ class LocustDeployment:
         return LocustNames(self.run_id)
 
     def labels(self, component: str) -> dict[str, str]:
-        return {
-            COMPONENT_LABEL: component,
-            RUN_LABEL: label_value(self.run_id),
-            GATEWAY_LABEL: self.gateway,
-            **MANAGED_BY,
-        }
+        return run_labels(component, self.run_id, self.gateway)
 
     def _files(self, *extensions: str) -> str:
         return ",".join(f"{MOUNT}/{name}" for name in (self.locustfile.name, STATS_EXTENSION, *extensions))
@@ -323,7 +306,7 @@ class ClusterLocust:
         """Delete the Locust objects labelled with this gateway (by gateway-sizer): with the gateway's Lease
         held, they are a killed run's (or this run's earlier attempt's). Returns what was deleted."""
         ns = self.scenario.kubernetes.namespace
-        selector = ",".join(f"{k}={v}" for k, v in {**MANAGED_BY, GATEWAY_LABEL: self.gateway}.items())
+        selector = label_selector({**MANAGED_BY, GATEWAY_LABEL: self.gateway})
         kinds: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
             ("Deployment", cluster.apps.list_namespaced_deployment, cluster.apps.read_namespaced_deployment),
             ("Service", cluster.core.list_namespaced_service, cluster.core.read_namespaced_service),
@@ -343,15 +326,3 @@ class ClusterLocust:
                     self.changes.save()
                 deleted.append(f"{kind} {ns}/{name}")
         return deleted
-
-
-def wait_gone(read: Callable[[], object], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
-    """Return once `read` raises NotFoundError; PlatformError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            read()
-        except NotFoundError:
-            return
-        time.sleep(0.5)
-    raise PlatformError(f"{what} is still there {timeout_s:.0f} s after deleting it")

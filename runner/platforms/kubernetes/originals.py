@@ -22,6 +22,7 @@ from kubernetes import client
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
+from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
 from runner.platforms.kubernetes.workloads import (
     Workload,
     scale,
@@ -31,10 +32,6 @@ from runner.platforms.kubernetes.workloads import (
 )
 
 FILE_NAME = "kubernetes-originals.json"
-# Every object gateway-sizer creates carries these; nothing without them is ever deleted.
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gateway-sizer", "app.kubernetes.io/part-of": "gateway-sizer"}
-# Contour's HTTPProxy, a custom resource: (group, version, plural) for the CustomObjectsApi.
-HTTPPROXY = ("projectcontour.io", "v1", "httpproxies")
 
 
 @dataclass
@@ -191,11 +188,11 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
         _delete_secret(cluster, namespace, name, created.get("uid"))
         return
     if kind == "HTTPProxy":
-        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, *HTTPPROXY[:2], namespace,
-                          HTTPPROXY[2], name)  # fmt: skip
+        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                          PLURAL, name)  # fmt: skip
         _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
-        call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, *HTTPPROXY[:2], namespace,
-             HTTPPROXY[2], name, propagation_policy="Background")  # fmt: skip
+        call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
+             PLURAL, name, propagation_policy="Background")  # fmt: skip
         return
     api = {
         "Deployment": (cluster.apps.read_namespaced_deployment, cluster.apps.delete_namespaced_deployment),

@@ -2,7 +2,7 @@
 
 A route point of N routes makes N HTTPProxies exist, each a root proxy of its own fqdn
 (`route-<i>.<host>`, <host> being the scenario's Host header) routing `/` to the Services the test bed's
-HTTPProxy for <host> routes to, in its namespace, with its ingress class (tls.find_route). Points go up
+HTTPProxy for <host> routes to, in its namespace, with its ingress class (objects.find_route). Points go up
 in routes, and each adds the routes it lacks to the running gateway, as production does.
 
 How long a route takes to be served: the Locust master (inside the cluster, next to Envoy) polls the new
@@ -31,16 +31,22 @@ from runner.locust import ProbeResult
 from runner.model import RouteProgramming
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.created import RunObjects, list_proxies, wait_proxies_gone
-from runner.platforms.kubernetes.loadgen import (
+from runner.platforms.kubernetes.objects import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
+    MANAGED_BY,
     RUN_LABEL,
+    TestbedRoute,
+    find_route,
     gateway_key,
+    host_of,
     label_value,
+    proxy_manifest,
+    proxy_problem,
     run_hash,
+    run_labels,
 )
-from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges
-from runner.platforms.kubernetes.tls import TestbedRoute, find_route, host_of, proxy_manifest, proxy_problem
+from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.scenario import Scenario
 
 COMPONENT = "gateway-sizer-route"
@@ -78,8 +84,7 @@ class GatewayRoutes:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {COMPONENT_LABEL: COMPONENT, RUN_LABEL: label_value(self.run_id), GATEWAY_LABEL: self.gateway,
-                **MANAGED_BY}  # fmt: skip
+        return run_labels(COMPONENT, self.run_id, self.gateway)
 
     def existing(self) -> list[int]:
         """Indices of the route proxies this run recorded, in order."""

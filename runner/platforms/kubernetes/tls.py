@@ -19,31 +19,27 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from runner.certificates import pem_pair
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, call
-from runner.platforms.kubernetes.created import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    RunObjects,
-    list_proxies,
-    proxy_reader,
-    wait_proxies_gone,
-)
-from runner.platforms.kubernetes.loadgen import (
+from runner.platforms.kubernetes.created import RunObjects, list_proxies, proxy_reader, wait_proxies_gone
+from runner.platforms.kubernetes.objects import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
-    RUN_LABEL,
+    MANAGED_BY,
+    TestbedRoute,
+    find_route,
     gateway_key,
-    label_value,
+    host_of,
+    proxy_manifest,
+    proxy_problem,
     run_hash,
+    run_labels,
 )
-from runner.platforms.kubernetes.originals import MANAGED_BY, ClusterChanges
+from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.profiles import TlsKey, TrafficProfile
 from runner.scenario import Scenario
 
@@ -52,11 +48,6 @@ FQDN_LABELS: dict[TlsKey, str] = {"rsa-2048": "tls", "ecdsa-p256": "tls-ecdsa"} 
 VALID_TIMEOUT_S = 120.0  # for Contour to mark the proxies valid
 POLL_S = 1.0
 MAX_FQDN = 253
-
-
-def host_of(host_header: str) -> str:
-    """The host name of a Host header (the scenario's is a host name with an optional :port)."""
-    return host_header.rsplit(":", 1)[0].lower()
 
 
 def fqdn_for(host_header: str, key: TlsKey) -> str:
@@ -86,45 +77,6 @@ def key_types(profiles: Iterable[TrafficProfile]) -> tuple[TlsKey, ...]:
     return tuple(dict.fromkeys(p.tls_key for p in profiles if p.tls))
 
 
-@dataclass(frozen=True)
-class TestbedRoute:
-    """What the test bed's HTTPProxy for the Host header routes `/` to, and where it lives."""
-
-    namespace: str
-    proxy: str
-    services: list[dict[str, Any]]
-    ingress_class: str | None = None
-
-
-def _routes_root(route: dict[str, Any]) -> bool:
-    """A route with no conditions, or a prefix `/` condition, matches every path."""
-    conditions = route.get("conditions") or []
-    return not conditions or any(c.get("prefix") == "/" for c in conditions)
-
-
-def find_route(cluster: Cluster, namespace: str, host: str) -> TestbedRoute:
-    """The Services the HTTPProxy in `namespace` whose virtualhost.fqdn is `host` sends `/` to."""
-    found: Any = call(f"list HTTPProxies in {namespace}", cluster.custom.list_namespaced_custom_object,
-                      GROUP, VERSION, namespace, PLURAL)  # fmt: skip
-    for item in found.get("items", []):
-        spec = item.get("spec") or {}
-        if str((spec.get("virtualhost") or {}).get("fqdn", "")).lower() != host:
-            continue
-        name = item["metadata"]["name"]
-        routes = [r for r in spec.get("routes") or [] if r.get("services")]
-        route = next((r for r in routes if _routes_root(r)), routes[0] if routes else None)
-        if route is None:
-            raise UsageError(
-                f"HTTPProxy {namespace}/{name} for {host} routes to no Service (includes only?)",
-                "TLS profiles copy its routes' services: give it a route to the backend Service",
-            )
-        return TestbedRoute(namespace, name, list(route["services"]), spec.get("ingressClassName"))
-    raise UsageError(
-        f"no HTTPProxy in {namespace} has virtualhost.fqdn {host}: TLS profiles route like it",
-        "apply k8s/manifests/backend (or the chart), or set load.host_header to your HTTPProxy's fqdn",
-    )
-
-
 def secret_manifest(name: str, namespace: str, labels: dict[str, str], certificate: bytes, key: bytes) -> dict:
     """A `kubernetes.io/tls` Secret holding a PEM certificate and key."""
     data = {"tls.crt": certificate, "tls.key": key}
@@ -135,36 +87,6 @@ def secret_manifest(name: str, namespace: str, labels: dict[str, str], certifica
         "type": "kubernetes.io/tls",
         "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
     }
-
-
-def proxy_manifest(name: str, labels: dict[str, str], fqdn: str, route: TestbedRoute, *, tls: bool = True) -> dict:
-    """A root HTTPProxy for `fqdn` routing `/` as the test bed does; with `tls`, terminating TLS with the
-    Secret `name`."""
-    virtualhost: dict[str, Any] = {"fqdn": fqdn}
-    if tls:
-        virtualhost["tls"] = {"secretName": name}
-    spec: dict[str, Any] = {
-        "virtualhost": virtualhost,
-        "routes": [{"conditions": [{"prefix": "/"}], "services": route.services}],
-    }
-    if route.ingress_class:
-        spec["ingressClassName"] = route.ingress_class
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "HTTPProxy",
-        "metadata": {"name": name, "namespace": route.namespace, "labels": labels},
-        "spec": spec,
-    }
-
-
-def proxy_problem(status: dict[str, Any]) -> str:
-    """An HTTPProxy's status in a few words: `invalid: Secret not found` / `no status yet`."""
-    current = status.get("currentStatus")
-    if not current:
-        return "no status yet"
-    errors = [e.get("message") for c in status.get("conditions") or [] for e in c.get("errors") or []]
-    detail = next((e for e in errors if e), status.get("description"))
-    return f"{current}: {detail}" if detail else str(current)
 
 
 class GatewayTls:
@@ -182,8 +104,7 @@ class GatewayTls:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {COMPONENT_LABEL: COMPONENT, RUN_LABEL: label_value(self.run_id), GATEWAY_LABEL: self.gateway,
-                **MANAGED_BY}  # fmt: skip
+        return run_labels(COMPONENT, self.run_id, self.gateway)
 
     def fqdn(self, key: TlsKey) -> str:
         return fqdn_for(self.scenario.load.host_header, key)

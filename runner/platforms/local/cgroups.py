@@ -33,6 +33,16 @@ class Cgroup(Protocol):
 
     name: str
 
+    @property
+    def usage_folder(self) -> Path:
+        """The folder whose counter gives the CPU used: cpuacct's (v1), the group's (v2)."""
+        ...
+
+    @property
+    def throttling_folder(self) -> Path | None:
+        """v1: the cpu controller's folder (cpu.stat, the CFS quota); v2: None, the usage folder has them."""
+        ...
+
     def add(self, pid: int) -> None: ...
     def procs_files(self) -> list[Path]: ...
     def set_cpu_limit(self, cores: float | None, period_us: int = CFS_PERIOD_US) -> None: ...
@@ -138,6 +148,14 @@ class CgroupV1:
     memory: Path
     cpuset: Path | None = None
 
+    @property
+    def usage_folder(self) -> Path:
+        return self.cpuacct
+
+    @property
+    def throttling_folder(self) -> Path | None:
+        return self.cpu
+
     def _dirs(self) -> list[Path]:
         return list(dict.fromkeys([self.cpu, self.cpuacct, self.memory, *([self.cpuset] if self.cpuset else [])]))
 
@@ -227,6 +245,14 @@ class CgroupV2:
     name: str
     path: Path
 
+    @property
+    def usage_folder(self) -> Path:
+        return self.path
+
+    @property
+    def throttling_folder(self) -> Path | None:
+        return None
+
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
@@ -301,7 +327,7 @@ class CgroupV2:
         return {"version": 2, "name": self.name, "path": str(self.path)}
 
 
-def cgroup_from_spec(spec: dict[str, Any]) -> CgroupV1 | CgroupV2:
+def cgroup_from_spec(spec: dict[str, Any]) -> Cgroup:
     """Rebuild a cgroup handle from `Cgroup.spec()` (the exporter runs in another process)."""
     if spec["version"] == 1:
         cpuset = Path(spec["cpuset"]) if spec.get("cpuset") else None
@@ -316,7 +342,7 @@ class CgroupDriver:
     version: int
     mounts: dict[str, Path]  # v1: controller -> mount; v2: {"unified": mount}
 
-    def create(self, relative: str) -> CgroupV1 | CgroupV2:
+    def create(self, relative: str) -> Cgroup:
         """Make (or reuse) `gateway-sizer/<relative>` in every hierarchy used."""
         name = relative.rsplit("/", 1)[-1]
         group: CgroupV1 | CgroupV2

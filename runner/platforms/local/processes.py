@@ -17,7 +17,7 @@ from pathlib import Path
 import requests
 
 from runner.errors import PlatformError
-from runner.platforms.local.cgroups import CgroupV1, CgroupV2
+from runner.platforms.local.cgroups import Cgroup
 
 STOP_TIMEOUT_S = 5.0
 READY_POLL_S = 0.1
@@ -31,7 +31,7 @@ class ManagedProcess:
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
-    cgroup: CgroupV1 | CgroupV2 | None
+    cgroup: Cgroup | None
 
     @property
     def pid(self) -> int:
@@ -122,7 +122,7 @@ class Supervisor:
         argv: Sequence[str],
         *,
         cwd: Path | None = None,
-        cgroup: CgroupV1 | CgroupV2 | None = None,
+        cgroup: Cgroup | None = None,
         env: dict[str, str] | None = None,
         nofile: int | None = None,
     ) -> ManagedProcess:

@@ -30,7 +30,7 @@ from runner.locust import (
 )
 from runner.metrics import Selector, Selectors
 from runner.platforms.local import binaries, envoy, nginx, prometheus
-from runner.platforms.local.cgroups import CgroupDriver, CgroupV1, CgroupV2, detect_driver
+from runner.platforms.local.cgroups import Cgroup, CgroupDriver, detect_driver
 from runner.platforms.local.exporter import write_registry
 from runner.platforms.local.placement import Placement
 from runner.platforms.local.processes import (
@@ -111,7 +111,7 @@ class _Container:
     namespace: str
     pod: str
     container: str
-    cgroup: CgroupV1 | CgroupV2
+    cgroup: Cgroup
     process: ManagedProcess | None = None
 
 
