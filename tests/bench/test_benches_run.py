@@ -34,6 +34,7 @@ CASES = {
     "machine_speed.py": (["--minutes", "0.1", "--every", "0.5"], "one-minute medians"),
     "openloop_check.py": (["--seconds", "1"], "cpu      synchronized"),
     "many_workers.py": (["--workers", "3", "--rps", "150", "--seconds", "2"], "workers seen missing: 0"),
+    "noise.py": (["--caps", "0.25", "--shares", "0.5", "--passes", "2", "--seconds", "1"], "us/control"),
 }
 
 
