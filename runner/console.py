@@ -48,6 +48,21 @@ def knee_text(knee: Knee, cores: float | None = None) -> str:
     return f"{knee.rps:,.0f} RPS{per_core} ({how})"
 
 
+def drift_text(summary: RunSummary) -> str:
+    """What the control window says of the machine during the run, or why nothing can be said."""
+    from runner.figures import control_drift  # scipy: only once a run is done
+
+    drift = control_drift(summary)
+    if drift is None:
+        return "The machine's own drift is unknown: no control window measured in two rounds or more."
+    low, high = drift.low_high
+    steal = f"; the hypervisor stole at most {drift.steal_max:.1%} of the CPU" if drift.steal_max is not None else ""
+    return (
+        f"This machine's speed moved +-{drift.spread:.0%} during the run ({low:+.0%} to {high:+.0%}: Envoy's CPU "
+        f"per request at the control, {drift.offered_rps:,.0f} RPS, over {len(drift.rounds)} rounds){steal}"
+    )
+
+
 def capacity_text(capacity: Capacity | None) -> str:
     """'; capacity 1,539 RPS (broke at 1,577: p99 ...)' or '' without one."""
     if capacity is None:
@@ -217,4 +232,5 @@ class ConsoleObserver(SweepObserver):
             table.add_row(spec, users, rps, cpu or "-", knee)
         self.console.print()
         self.console.print(table)
+        self.console.print(drift_text(summary))
         self.console.print(f"Results: {run_dir}")

@@ -28,9 +28,9 @@ from runner.model import Step
 from runner.scenario import MAX_SEED
 from runner.search import EXPONENT_BOUNDS, EXPONENT_PRIOR, MIN_SIGNAL, AdaptiveSearch
 
-LEVER_UTILIZATION = 0.55
-NEAR_UTILIZATIONS = (0.82, 0.88)  # below the threshold: a window past it (saturated, throttled) fits nothing
-CONTROL_UTILIZATION = 0.55  # steady from window to window on a 2-core VM (bench/noise.py); lower ones wander
+LEVER_UTILIZATION = 0.72  # just inside the fitted range (knee.LOCAL_FLOOR of the threshold)
+NEAR_UTILIZATIONS = (0.86, 0.93)  # either side of the threshold by turns; a window past SATURATED fits nothing
+CONTROL_UTILIZATION = 0.72  # the control is the control configuration's lever window
 MIN_LEVER = 1.3  # a round's highest curve window offers at least this much more than its lowest
 MAX_PLANNED_GROWTH = 1.5  # a planned window offers at most this much more than the most any window served
 MIN_PLANNED_SHARE = 0.25  # ... and at least this share of the least any window was offered
