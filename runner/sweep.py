@@ -81,6 +81,8 @@ class Sweep:
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
                 self._run_configs()
+                if self.store.summary.rounds is not None:
+                    self.observer.rounds_finished(len(self.store.summary.rounds.rounds))
                 if self.scenario.baseline.enabled and self.store.summary.baseline is None:
                     self.run_baseline()
                 if self.memory is not None:
