@@ -112,8 +112,8 @@ FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
 	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
 
-test: test-packages go-toolchain setup test-tools ## the whole test suite against real components
-	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)
+test: test-packages go-toolchain setup test-tools ## the whole test suite in tiers (tests/tiers.py), then a time table
+	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all

@@ -110,6 +110,7 @@ class Step(_Frozen):
     guards: tuple[Finding, ...] = ()
     round: int = 1  # the round of the sweep it was measured in (runs before rounds had one)
     control: bool = False  # the run's control window: one configuration at one fixed rate, every round
+    probe: bool = False  # a capacity probe of a later round: past the knee, to find where Envoy breaks
     steal_share: float | None = None  # share of the machine's CPU time its hypervisor stole (None: not read)
 
     @property

@@ -259,10 +259,10 @@ class Sweep:
             is_control = offered == plan.control
             if (stop := visit.measure(maker.level(offered), control=is_control)) is not None:
                 return stop
-            again = not is_control and past_the_curve(visit.steps[-1], self.scenario.threshold)
+            again = not is_control and past_the_curve(visit.steps[-1])
             if again and (stop := visit.measure(maker.level(offered * RETRY_SHARE))) is not None:
                 return stop
-        return visit.measure(maker.level(plan.probe)) if plan.probe is not None else None
+        return visit.measure(maker.level(plan.probe), probe=True) if plan.probe is not None else None
 
     def _control(self, config: Configuration, record: RoundsRecord) -> float | None:
         """The control window's offered load when `config` is the control configuration and it is known."""
