@@ -90,8 +90,6 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from runner.calibrate import provisioning_warning
     from runner.console import ConsoleObserver
     from runner.plan import plan_sweep
@@ -114,7 +112,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.free_ports and scenario.platform == "local":
         _warn_if_sharing()
     observer = ConsoleObserver()
-    overrides = {k: v for k, v in asdict(_overrides(args)).items() if v is not None}
+    overrides = dict(_overrides(args).texts)
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
     sweep = Sweep(scenario=scenario, plan=plan, platform=platform, store=store, observer=observer, overrides=overrides)
     try:
