@@ -27,6 +27,9 @@ from hypothesis.control import currently_in_test_context
 import runner.platforms
 from runner import cli
 from runner import scenario as schema
+from runner.commands import report as report_commands
+from runner.commands import sweep as sweep_commands
+from runner.commands import testbed as testbed_commands
 from runner.paths import SCENARIO_DIR
 from runner.plan import plan_sweep
 from runner.platforms.local.platform import LocalPlatform
@@ -110,7 +113,8 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 
 def assert_bounded(argv: list[str]) -> None:
     """What the CLI accepted is within every bound and safe to send: checked on the validated scenario."""
-    scenario = cli._load(cli.build_parser().parse_args(argv))
+    args = cli.build_parser().parse_args(argv)
+    scenario = sweep_commands.load(args, sweep_commands.overrides_from(args))
     numbers: list[float] = []
 
     def walk(value: object) -> None:
@@ -306,7 +310,7 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
     outcome = run_cli("testbed", "up", f"--envoy-cpu={value}")
     outcome.check("--envoy-cpu")
     if outcome.accepted and value:  # an empty --envoy-cpu= is the scenario's first limit
-        assert 0.01 <= parse_cpu(value) <= cli.MAX_TESTBED_CPU
+        assert 0.01 <= parse_cpu(value) <= testbed_commands.MAX_TESTBED_CPU
 
 
 @fuzz(200)
@@ -360,7 +364,7 @@ def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, va
     elif outcome.code == 0 and value:  # an empty --cores-per-replica= chooses a measured limit
         assert math.isfinite(float(value))
         if command == "recommend-cores":
-            assert cli.MIN_CORES_PER_REPLICA <= float(value) <= cli.MAX_CORES_PER_REPLICA
+            assert report_commands.MIN_CORES_PER_REPLICA <= float(value) <= report_commands.MAX_CORES_PER_REPLICA
 
 
 # Scenario files: a valid scenario with wrong types, misspelt keys, nested garbage, nulls, huge numbers, nan/inf
