@@ -15,21 +15,22 @@ TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-de
 VENV_CHECK = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv";
 PYTEST_ARGS ?=
 
-# Sweep overrides (empty = the scenario's value), and the report's (RUN: a run directory or id; empty =
-# results/latest). Their values reach the CLI only through the environment, never through the recipe's text:
-# `override X := $(value X)` keeps a value unexpanded (make would run a `$(shell ...)` in it), and the recipes
-# say "$$X", so no quote or `$(...)` in a value can reach the shell or make as code.
-SIZER_VARS := SCENARIO PLATFORM ENVOY_CPUS ENVOY_MEMORY NGINX_REPLICAS WORKERS USERS STEP_SECONDS CLIENT \
-	ARRIVALS PROFILES CONNECTIONS ROUTES RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
+# Sweep options as VARIABLE:--flag, in the order of the option table in runner/scenario/options.py (which
+# tests/unit/test_options.py checks this list against). Empty = the scenario's value.
+SWEEP_OPTIONS := SCENARIO:--scenario PLATFORM:--platform ENVOY_CPUS:--envoy-cpus ENVOY_MEMORY:--envoy-memory \
+	NGINX_REPLICAS:--nginx-replicas WORKERS:--workers USERS:--users STEP_SECONDS:--step-seconds CLIENT:--client \
+	ARRIVALS:--arrivals PROFILES:--profiles CONNECTIONS:--connections ROUTES:--routes
+# They and the report's (RUN: a run directory or id; empty = results/latest) reach the CLI only through the
+# environment, never through the recipe's text: `override X := $(value X)` keeps a value unexpanded (make would
+# run a `$(shell ...)` in it), and the recipes say "$$X", so no quote or `$(...)` in a value can reach the shell
+# or make as code.
+SIZER_VARS := $(foreach option,$(SWEEP_OPTIONS),$(firstword $(subst :, ,$(option)))) \
+	RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
 $(foreach var,$(SIZER_VARS),$(eval override $(var) := $$(value $(var))))
 $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
-SWEEP_ARGS = $(strip $(if $(SCENARIO),--scenario="$$SCENARIO") $(if $(PLATFORM),--platform="$$PLATFORM") \
-	$(if $(ENVOY_CPUS),--envoy-cpus="$$ENVOY_CPUS") $(if $(ENVOY_MEMORY),--envoy-memory="$$ENVOY_MEMORY") \
-	$(if $(NGINX_REPLICAS),--nginx-replicas="$$NGINX_REPLICAS") $(if $(WORKERS),--workers="$$WORKERS") \
-	$(if $(USERS),--users="$$USERS") $(if $(STEP_SECONDS),--step-seconds="$$STEP_SECONDS") \
-	$(if $(CLIENT),--client="$$CLIENT") $(if $(ARRIVALS),--arrivals="$$ARRIVALS") \
-	$(if $(PROFILES),--profiles="$$PROFILES") $(if $(CONNECTIONS),--connections="$$CONNECTIONS") \
-	$(if $(ROUTES),--routes="$$ROUTES"))
+# $(call sweep_arg,VARIABLE --flag): --flag="$VARIABLE" when the variable is set
+sweep_arg = $(if $($(firstword $(1))),$(lastword $(1))="$$$(firstword $(1))")
+SWEEP_ARGS = $(strip $(foreach option,$(SWEEP_OPTIONS),$(call sweep_arg,$(subst :, ,$(option)))))
 
 .PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test lint testbed-up testbed-down clean
 
