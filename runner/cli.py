@@ -7,7 +7,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from runner.commands import report, sweep, testbed
 from runner.errors import SizerError, one_line
@@ -20,6 +20,13 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # `--flag=--`: argparse (3.11) takes that "--" for the end of the options and hands the command an empty
+        # list, which no check expects (a TypeError in float()); the value is the text "--", refused in one line.
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
@@ -204,6 +204,7 @@ NASTY = [
     "\u2028",
     "\ufeff",
     "-h",
+    "--",
     "--help",
     "=",
     "500m",
@@ -329,6 +330,10 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
     ),
     value=values,
 )
+# Found by a random run (2026-11-25): `--flag=--` reached the command as an empty list (a TypeError traceback).
+@example(command="recommend-target", value="--")
+@example(command="recommend-output", value="--")
+@example(command="recommend-profile", value="--")
 def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, value):
     if command in ("recommend-connections", "recommend-routes"):
         name = "--" + command.removeprefix("recommend-")
@@ -657,6 +662,11 @@ def test_a_null_section_with_an_override_is_no_traceback(run_cli, tmp_path):
         (["recommend", "--routes=1.5", "--run", str(MEMORY_RUN)], "--routes must be a whole number"),
         (["recommend", "--connections=100", "--run", str(RUN)], "has no memory model"),
         (["recommend", "--run", str(RUN)], "recommend needs --target-rps N (CPU), --connections N"),
+        (["recommend", "--target-rps=--", "--run", str(RUN)], "--target-rps must be a number, got '--'"),
+        (["recommend", "--target-rps=5000", "--output=--", "--run", str(RUN)], "--output must be text or yaml"),
+        (["recommend", "--target-rps=5000", "--profile=--", "--run", str(RUN)], "no traffic profile '--'"),
+        (["plan", "--envoy-cpus=--"], "ENVOY_CPUS='--' is not a number list"),
+        (["sweep", "--resume=--"], "no run found at --"),
     ],
 )
 def test_known_hostile_values_are_refused_in_one_line(run_cli, argv, expected):
