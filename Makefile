@@ -32,7 +32,8 @@ $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
 sweep_arg = $(if $($(firstword $(1))),$(lastword $(1))="$$$(firstword $(1))")
 SWEEP_ARGS = $(strip $(foreach option,$(SWEEP_OPTIONS),$(call sweep_arg,$(subst :, ,$(option)))))
 
-.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test lint testbed-up testbed-down clean
+.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test test-fast fuzz lint testbed-up \
+	testbed-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -112,6 +113,16 @@ FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests
 	tests/report/test_report_compare.py tests/report/test_report_replicas.py
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
 	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
+
+# The property tests (hypothesis) of the fast tiers on fresh random examples, FUZZ times as many as the gate's fixed
+# set: a bench that looks for new bugs, not a gate (bench/README.md). Keep what it finds as an @example().
+FUZZ ?= 25
+override FUZZ := $(value FUZZ)
+export FUZZ
+fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's examples, drawn afresh (a bench, ~5 min)
+	@case "$$FUZZ" in ''|0|*[!0-9]*) echo "FUZZ must be a whole number from 1, e.g. make fuzz FUZZ=25" >&2; exit 2;; esac
+	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
+		$(FAST_TESTS) $(PYTEST_ARGS)
 
 test: test-packages go-toolchain setup test-tools ## the whole test suite against real components
 	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)

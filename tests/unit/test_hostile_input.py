@@ -23,6 +23,7 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
+from sizer_testing import FUZZ_SCALE, examples
 
 import runner.platforms
 from runner import cli
@@ -36,12 +37,17 @@ from runner.platforms.local.platform import LocalPlatform
 from runner.profiles import MAX_BODY_BYTES, MAX_PROFILES, MIN_BODY_BYTES
 from runner.quantities import parse_cpu, parse_memory, parse_number_list
 
-_FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FUZZ = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def fuzz(examples: int) -> settings:
-    """Hypothesis settings for `examples` cases: no deadline (a busy machine), no example database in the tree."""
-    return settings(_FUZZ, max_examples=examples)
+def fuzz(count: int) -> settings:
+    """Hypothesis settings for `count` examples: a fixed set in the gate, `count` x GATEWAY_SIZER_FUZZ fresh ones
+    under `make fuzz` (tests/conftest.py); each test's @example()s are inputs that once failed."""
+    return settings(_FUZZ, max_examples=examples(count))
+
+
+def test_the_gate_draws_the_same_examples_on_every_run():
+    assert settings.default.derandomize == (FUZZ_SCALE == 1) and settings.default.database is None
 
 
 RUN = Path(__file__).resolve().parent.parent / "report" / "data" / "local-100m-200m-300m"
@@ -568,13 +574,14 @@ def test_any_file_content_is_accepted_or_refused_in_one_line(run_cli, tmp_path, 
 # The parsers underneath, straight: finite values or a ValueError, nothing else.
 @fuzz(300)
 @given(value=garbage | values)
+@example(value=10**400)  # a whole number of bytes is exact at any size (the field bounds it): no float() of it
 def test_quantity_parsers_return_finite_values_or_raise_value_error(value):
     for parse in (parse_cpu, parse_memory):
         try:
             parsed = parse(value)
         except ValueError:
             continue
-        assert math.isfinite(parsed) and parsed > 0
+        assert parsed > 0 and (isinstance(parsed, int) or math.isfinite(parsed)), parsed
     if isinstance(value, str):
         try:
             numbers = parse_number_list(value, what="X", max_count=1000)
