@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import ScenarioError
+from runner.files import is_file
 from runner.paths import PROJECT_ROOT, SCENARIO_DIR
 from runner.quantities import short_repr
 from runner.scenario.limits import MAX_SCENARIO_BYTES
@@ -31,14 +32,6 @@ class ScenarioFile:
     source: str  # the file's path, as messages show it
 
 
-def _is_file(path: Path) -> bool:
-    """Path.is_file() that answers False for a path the system refuses (too long, unreadable folder, NUL)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
 def _shown(path: object) -> str:
     """A path as it goes into a one-line message: control characters escaped."""
     text = str(path)
@@ -49,7 +42,7 @@ def resolve_scenario_path(name_or_path: str) -> Path:
     """A scenario by path, or by name from `scenarios/` (`local` -> scenarios/local.yaml)."""
     candidates = [Path(name_or_path), SCENARIO_DIR / name_or_path, SCENARIO_DIR / f"{name_or_path}.yaml"]
     for candidate in candidates:
-        if _is_file(candidate):
+        if is_file(candidate):
             return candidate
     known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
     raise ScenarioError(f"scenario {short_repr(name_or_path, 80)} not found", f"use a file path or one of: {known}")
@@ -110,7 +103,7 @@ def parse_scenario(raw: dict[str, Any], overrides: Overrides | None = None, *, s
 def locate_locustfile(path: Path) -> Path | None:
     """The locustfile as an absolute path: as given, or relative to the project root."""
     for candidate in (path, PROJECT_ROOT / path):
-        if _is_file(candidate):
+        if is_file(candidate):
             return candidate.resolve()
     return None
 

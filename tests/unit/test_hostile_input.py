@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from sizer_testing import FUZZ_SCALE, examples
@@ -93,13 +93,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         raise Accepted
 
     monkeypatch.setenv("GATEWAY_SIZER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sweep_commands, "RESULTS_ROOT", tmp_path / "default-results")  # never the project's
     monkeypatch.setattr(runner.platforms, "create_platform", accepted)
     monkeypatch.setattr(LocalPlatform, "for_hand_testbed", classmethod(accepted))
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
     def run(*argv: str) -> Outcome:
         results = Path(tempfile.mkdtemp(dir=tmp_path, prefix="results-"))
-        if argv[0] == "sweep":
+        if argv[0] == "sweep" and not any(arg.startswith("--results") for arg in argv):
             argv = (*argv, "--results", str(results))
         capsys.readouterr()
         code, accepted = None, False
@@ -376,6 +377,48 @@ def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, va
         assert math.isfinite(float(value))
         if command == "recommend-cores":
             assert report_commands.MIN_CORES_PER_REPLICA <= float(value) <= report_commands.MAX_CORES_PER_REPLICA
+
+
+# Run names and results folders: paths the system refuses (too long, a file as a folder, NUL) are one line too.
+run_names = st.one_of(
+    st.sampled_from(NASTY),
+    st.text(alphabet=NASTY_CHARS, max_size=30),
+    st.text(alphabet="a/.", min_size=250, max_size=6000),
+)
+
+
+@fuzz(150)
+@given(command=st.sampled_from(["recommend", "compare", "resume"]), name=run_names)
+# Found by hand (2026-11-25): a name the system refuses (ENAMETOOLONG, NUL) was a traceback from Path.is_file().
+@example(command="recommend", name="a" * 5000)
+@example(command="compare", name="a/" * 3000)
+@example(command="resume", name="a\x00b")
+def test_run_names_are_found_or_refused_in_one_line(run_cli, command, name):
+    if command == "recommend":
+        outcome = run_cli("recommend", "--target-rps=5000", f"--run={name}")
+    elif command == "compare":
+        outcome = run_cli("compare", name, str(RUN))
+    else:
+        outcome = run_cli("sweep", f"--resume={name}")
+    outcome.check("run")
+
+
+UNMAKEABLE = ["/dev/null/x", "/proc/1/results", "/etc/passwd"]  # the only absolute folders tried; "" is results/
+
+
+@fuzz(100)
+@given(folder=st.text(alphabet=NASTY_CHARS, max_size=30) | st.text(alphabet="a/.", min_size=250, max_size=6000))
+# Found by hand (2026-11-25): a results folder that cannot be made was a traceback from mkdir().
+@example(folder=UNMAKEABLE[0])
+@example(folder=UNMAKEABLE[1])
+@example(folder=UNMAKEABLE[2])
+@example(folder="a" * 5000)
+@example(folder="\x00")  # found by this test on its first run
+def test_a_results_folder_is_made_or_refused_in_one_line(run_cli, tmp_path, monkeypatch, folder):
+    assume(folder in UNMAKEABLE or (folder and not folder.startswith("/") and ".." not in folder.split("/")))
+    monkeypatch.chdir(tmp_path)  # a relative folder is made here, never in the project
+    outcome = run_cli("sweep", "--envoy-cpus=0.25", f"--results={folder}")
+    outcome.check("run folder")
 
 
 # Scenario files: a valid scenario with wrong types, misspelt keys, nested garbage, nulls, huge numbers, nan/inf
