@@ -119,7 +119,7 @@ test-fast: $(VENV)/.installed ## unit and engine tests, no real components (unde
 FUZZ ?= 25
 override FUZZ := $(value FUZZ)
 export FUZZ
-fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's examples, drawn afresh (a bench, ~5 min)
+fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's examples, drawn afresh (a bench, 4-5 min)
 	@case "$$FUZZ" in ''|0|*[!0-9]*) echo "FUZZ must be a whole number from 1, e.g. make fuzz FUZZ=25" >&2; exit 2;; esac
 	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
 		$(FAST_TESTS) $(PYTEST_ARGS)

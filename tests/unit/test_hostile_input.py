@@ -387,7 +387,7 @@ run_names = st.one_of(
 )
 
 
-@fuzz(150)
+@fuzz(100)
 @given(command=st.sampled_from(["recommend", "compare", "resume"]), name=run_names)
 # Found by hand (2026-11-25): a name the system refuses (ENAMETOOLONG, NUL) was a traceback from Path.is_file().
 @example(command="recommend", name="a" * 5000)
@@ -412,7 +412,7 @@ relative_folders = st.one_of(
 )
 
 
-@fuzz(100)
+@fuzz(30)  # each accepted folder gets a run directory written with fsync: slow on a busy disk
 @given(folder=relative_folders)
 # Found by hand (2026-11-25): a results folder that cannot be made was a traceback from mkdir().
 @example(folder="/dev/null/x")
