@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = "2"  # pytest-xdist workers for the tiers that measure nothing
 PURE = "not slow and not kubernetes and not cluster"
+TIMED = ("tests/local", "tests/locustfile", "tests/bench/test_openloop.py")  # real processes and timing: one at a time
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,11 @@ class Tier:
 
 TIERS = (
     Tier("local", "real Envoy, nginx, Locust and Prometheus on this machine (they measure CPU: one at a time)",
-         ("tests/local", "tests/locustfile"), parallel=False),
+         TIMED, parallel=False),
     Tier("bench", "every bench script once, tiny; the report in Chromium",
-         ("tests/bench", "tests/report", "-m", "slow"), parallel=True),
+         ("tests/bench", "tests/report", "--ignore=tests/bench/test_openloop.py", "-m", "slow"), parallel=True),
     Tier("pure", "logic, engine, report: no real component",
-         ("tests", "--ignore=tests/local", "--ignore=tests/locustfile", "-m", PURE), parallel=True),
+         ("tests", *(f"--ignore={path}" for path in TIMED), "-m", PURE), parallel=True),
     Tier("cluster", "the one-machine cluster (measures CPU: one at a time)", ("tests", "-m", "cluster"),
          parallel=False),
     Tier("kubernetes", "a real kube-apiserver and etcd", ("tests", "-m", "kubernetes and not cluster"),

@@ -19,7 +19,7 @@ from cluster_testing import ENVOY, PROMETHEUS, STATE, run_dir_of, scenario_file,
 from kubernetes import client
 from sizer_testing import run_sizer
 
-from runner.cli import EXIT_INCOMPLETE
+from runner.commands.sweep import EXIT_INCOMPLETE
 from runner.errors import UsageError
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
