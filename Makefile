@@ -114,10 +114,6 @@ FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
 	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
 
-<<<<<<< HEAD
-test: test-packages go-toolchain setup test-tools ## the whole test suite in tiers (tests/tiers.py), then a time table
-	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)
-=======
 # The property tests (hypothesis) of the fast tiers on fresh random examples, FUZZ times as many as the gate's fixed
 # set: a bench that looks for new bugs, not a gate (bench/README.md). Keep what it finds as an @example().
 FUZZ ?= 25
@@ -128,9 +124,8 @@ fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's example
 	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
 		$(FAST_TESTS) $(PYTEST_ARGS)
 
-test: test-packages go-toolchain setup test-tools ## the whole test suite against real components
-	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)
->>>>>>> options
+test: test-packages go-toolchain setup test-tools ## the whole test suite in tiers (tests/tiers.py), then a time table
+	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all
