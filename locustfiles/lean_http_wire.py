@@ -391,7 +391,7 @@ class Connection:
         try:
             transport.sendall(raw)
             data = transport.recv_reply(RECV_BYTES)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):  # aborted: destroyed in between
             if reused:
                 raise _StaleConnection() from None
             raise

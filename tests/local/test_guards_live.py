@@ -65,10 +65,11 @@ def _finish(sweep: subprocess.Popen, tmp_path: Path) -> dict:
     return json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())["configs"][0]
 
 
-def test_one_fasthttp_worker_offered_far_more_than_it_can_send_is_generator_saturated(tmp_path):
-    # FastHttpUser sends about 5,000 paced requests per core; 30,000 offered keeps its one worker busy on any machine
-    config = _sweep(tmp_path, envoy={"cpu": [1]},
-                    load={"client": "fasthttp", "workers": 1, "search": "fixed", "rps": [30000]})  # fmt: skip
+def test_one_fasthttp_worker_in_a_closed_loop_against_a_whole_envoy_core_is_generator_saturated(tmp_path):
+    # 50 FastHttpUsers with no wait keep their one worker's core busy whatever the machine (~8,000 requests per
+    # core), while Envoy with a whole core, on either CPU, serves several times that
+    closed_loop = {"client": "fasthttp", "workers": 1, "mode": "users", "search": "fixed", "users": [50]}
+    config = _sweep(tmp_path, envoy={"cpu": [1], "isolation": "off"}, load=closed_loop)
     assert config["status"] == "invalid" and _first_guard(config) == "generator-saturated", config["steps"]
     assert config["reason"].startswith("load generator saturated: a Locust worker at"), config["reason"]
     assert "add Locust workers" in config["reason"]
@@ -103,17 +104,18 @@ def test_load_that_reaches_envoy_past_locust_fires_the_rps_mismatch_guard(tmp_pa
 
 def test_connections_reset_under_a_keepalive_profile_fire_the_connections_off_profile_guard(tmp_path):
     # A middlebox resetting connections: once the first window is saved, every established connection to the
-    # gateway is destroyed (ss -K) once a second for 20 s; the lean client connects again, so Envoy accepts about
-    # as many new connections per second as there are users (about 0.2 per request at 5 RPS per user) on a
-    # profile that asks for none.
-    sweep, gateway = _background_sweep(tmp_path, load={"search": "fixed", "rps": [200, 200, 200, 200]})
+    # gateway is destroyed (ss -K) every 2 s for 20 s; the lean client connects again before its next request, so
+    # Envoy accepts one new connection per user every 2 s (0.5 per request at 1 RPS per user) on a profile that
+    # asks for none, while a request is rarely in flight when its connection goes (1 ms of every second).
+    load = {"search": "fixed", "rps": [200, 200, 200, 200], "max_rps_per_user": 1}
+    sweep, gateway = _background_sweep(tmp_path, load=load)
     port = urlsplit(gateway).port
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         killed = subprocess.run(["ss", "-K", "dst", "127.0.0.1", "dport", "=", f":{port}"], capture_output=True,
                                 text=True, timeout=10)  # fmt: skip
         assert killed.returncode == 0, f"ss -K cannot destroy sockets here (CONFIG_INET_DIAG_DESTROY?): {killed.stderr}"
-        time.sleep(1)
+        time.sleep(2)
     config = _finish(sweep, tmp_path)
     assert config["status"] == "invalid" and _first_guard(config) == "connections-off-profile", config["steps"]
     assert "on a keep-alive profile" in config["reason"], config["reason"]

@@ -25,7 +25,7 @@ def test_tls_a_handshake_per_request_and_a_16k_body_each_cost_what_they_should_a
     scenario["envoy"]["cpu"] = [0.3]
     # uniform arrivals: a 4 s window at 30 RPS then holds 120 requests, not a Poisson count with an 11-request spread
     scenario["load"].update(search="fixed", rps=LEVELS, arrivals="uniform", step_seconds=4, warmup_seconds=1,
-                            settle_seconds=1)  # fmt: skip
+                            settle_seconds=1, rounds=1)  # fmt: skip
     path = tmp_path / "profiles.yaml"
     path.write_text(yaml.safe_dump(scenario))
     result = run_sizer("sweep", "--scenario", str(path), "--free-ports", "--results", str(tmp_path / "r"), timeout=600)
@@ -46,9 +46,10 @@ def test_tls_a_handshake_per_request_and_a_16k_body_each_cost_what_they_should_a
     cx = {name: [s.connections_per_request for s in c.steps] for name, c in configs.items()}
     assert all(share is not None and 0.9 <= share <= 1.1 for share in cx["tls-new-connection"]), windows
     assert all(share is not None and share < 0.05 for name in ("tls", "body-16k") for share in cx[name]), windows
-    # a full RSA-2048 handshake is ~1,000 us of Envoy's CPU (1,063 us at 500m in the recorded profiles run):
-    # a new connection per request costs far more per request than keep-alive over the same listener
+    # a full RSA-2048 handshake and a TCP accept cost Envoy as much as 4-6 keep-alive TLS requests (4.1-4.3 and 5.9
+    # in the recorded profiles runs of two days whose absolute costs differed 2x): a new connection per request
+    # costs at least 2.5 times a keep-alive request over the same listener, on a machine of any speed
     cost = {name: statistics.median(s.cpu_per_request_us or 0 for s in c.steps) for name, c in configs.items()}
-    assert cost["tls-new-connection"] - cost["tls"] >= 400, (cost, windows)
+    assert cost["tls-new-connection"] >= 2.5 * cost["tls"], (cost, windows)
     # the run's certificate and private key were removed when the platform stopped
     assert not list(run_dir.rglob("*.key")) and not list(run_dir.rglob("*.crt"))
