@@ -20,7 +20,6 @@ from runner.guards import (
     limit_enforced,
     rps_mismatch_limit,
 )
-from runner.knee import PLATEAU_EXPONENT
 from runner.model import ConfigResult, RunSummary, Step
 from runner.quantities import parse_memory
 from runner.report import formatting as fmt
@@ -281,9 +280,7 @@ def _plateau_and_headroom(configs: Sequence[ConfigResult], threshold: float) -> 
         for c, k, cap in rows
         if k is not None and cap is not None
     )
-    flat = [
-        fmt.cpu(c.envoy.cpu_cores) for c, k, _ in rows if k and k.exponent is not None and k.exponent < PLATEAU_EXPONENT
-    ]
+    flat = [fmt.cpu(c.envoy.cpu_cores) for c, k, _ in rows if k and k.plateau]
     above = [cap.rps / k.rps - 1 for _, k, cap in rows if k is not None and cap is not None]
     if flat:
         text = (

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runner.knee import PLATEAU_EXPONENT
 from runner.model import ConfigResult, RunSummary, Step
 from runner.profiles import PLAIN
 from runner.report import formatting as fmt
@@ -289,7 +288,7 @@ def _knee_row(config: ConfigResult, threshold: float) -> KneeRow:
         capacity_rps=capacity.rps if capacity else None,
         capacity_broken_at=capacity.broken_at if capacity else None,
         cpu_per_request_us=threshold * config.envoy.cpu_cores / knee.rps * 1e6 if knee else None,
-        plateau=bool(knee and knee.exponent is not None and knee.exponent < PLATEAU_EXPONENT),
+        plateau=bool(knee and knee.plateau),
         search=config.search,
         profile=config.profile.name,
     )
