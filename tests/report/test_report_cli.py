@@ -82,7 +82,7 @@ def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):
     a = copy_run(tmp_path, name="a")
     same = run_sizer("compare", str(a), str(a))
     assert same.returncode == 0, same.stderr
-    assert "no regression beyond -5%" in same.stdout
+    assert "no regression beyond -5%, judged by the threshold alone" in same.stdout
     slower = fixture_summary()
     slower.configs[1].knee = slower.configs[1].knee.model_copy(update={"rps": slower.configs[1].knee.rps * 0.92})
     b = copy_run(tmp_path, slower, "b")
@@ -130,9 +130,11 @@ def test_compare_two_real_runs(tmp_path: Path):
     result = run_sizer("compare", str(a), str(THREE_LIMITS_RUN))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:2] == ["A: 20261122-125816-local", "B: 20261122-134316-local"]
+    assert [line.split(":")[0] for line in lines[:2]] == ["A", "B"]
+    assert lines[0].startswith("A: 20261122-125816-local: one pass or no control window")
+    assert lines[1].startswith("B: 20261122-134316-local: one pass or no control window")
     assert "Envoy 300m CPU / 256Mi, nginx x1         1,804         1,762   -2.3%" in result.stdout
     assert "Envoy 150m CPU / 256Mi, nginx x1           524             -       -  only in A" in result.stdout
     assert "Envoy 100m CPU / 256Mi, nginx x1             -           282       -  only in B" in result.stdout
-    assert lines[-1] == "no regression beyond -5%"
+    assert lines[-1] == "no regression beyond -5%, judged by the threshold alone"
     assert run_sizer("compare", str(a), str(THREE_LIMITS_RUN), "--threshold-pct", "2").returncode == 1
