@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from runner.profiles import TrafficProfile, encoding_text
 from runner.quantities import format_cpu
 
 if TYPE_CHECKING:
@@ -12,18 +13,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "capacity_text",
+    "compression",
     "cpu",
+    "decimal",
     "drift_text",
     "interval",
+    "interval_source",
+    "knee_from",
     "knee_source",
     "knee_text",
     "mebibytes",
+    "microseconds",
     "millicores",
     "ms",
     "percent",
     "percent_range",
     "rps",
     "signed_percent",
+    "signed_share",
     "times",
 ]
 
@@ -72,6 +79,21 @@ def percent_range(low: float, high: float) -> str:
     return f"{low:.0%}-{high:.0%}"
 
 
+def microseconds(value: float | None) -> str:
+    """Envoy CPU per request: 189.4 -> "189 \u00b5s"."""
+    return "-" if value is None else f"{value:,.0f} \u00b5s"
+
+
+def signed_share(value: float | None) -> str:
+    """A share with its sign: 0.12 -> "+12%", -0.34 -> "-34%"."""
+    return "-" if value is None else f"{value:+.0%}"
+
+
+def decimal(value: float | None, digits: int) -> str:
+    """0.1234, 3 -> "0.123"."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def times(value: float | None) -> str:
     """A ratio: 1.186 -> "1.19x"."""
     return "-" if value is None else f"{value:.2f}x"
@@ -100,6 +122,23 @@ def knee_source(knee: Knee) -> str:
     if knee.method == "power-fit":
         return f"no interval: {knee.windows} windows scatter too much"
     return "interpolated between 2 windows, no interval"
+
+
+def interval_source(knee: Knee) -> str:
+    """Where the knee's interval comes from, or why it has none: '5 interleaved rounds', 'one pass (power fit
+    over 6 windows)', 'no interval: one pass, interpolated between 2 windows'."""
+    if knee.interval is not None:
+        return f"{knee.rounds} interleaved rounds" if knee.rounds else f"one pass ({knee_source(knee)})"
+    if knee.method == "rounds":
+        return f"no interval: {knee.rounds} round(s) of windows, an interval needs {MIN_ROUNDS}"
+    how = f"{knee.windows} windows scatter too much" if knee.method == "power-fit" else "interpolated between 2 windows"
+    return f"no interval: one pass, {how}"
+
+
+def knee_from(knee: Knee) -> str:
+    """How far the knee is known: '95% CI 1,148-1,181 RPS, 5 interleaved rounds', or why it has no interval."""
+    source = interval_source(knee)
+    return f"95% CI {interval(knee.low, knee.high)} RPS, {source}" if knee.interval is not None else source
 
 
 def knee_text(knee: Knee, cores: float | None = None) -> str:
@@ -139,3 +178,12 @@ def drift_text(drift: ControlDrift | None, record: RoundsRecord | None) -> str:
         f"window: {drift.label} at {drift.offered_rps:,.0f} RPS offered, {drift.median_us:,.0f} \u00b5s of Envoy CPU "
         f"per request, {low:+.1%} to {high:+.1%} around it); {steal}"
     )
+
+
+def compression(profile: TrafficProfile, scenario_encoding: str | None) -> str:
+    """What the profile's clients asked for: its own Accept-Encoding, else the scenario's (load.accept_encoding);
+    'not recorded' when neither is known (a run without its scenario.yaml)."""
+    asked = profile.accept_encoding or scenario_encoding
+    if asked is None:
+        return "compression not recorded (the run's scenario.yaml is missing)"
+    return encoding_text(asked)
