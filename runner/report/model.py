@@ -14,7 +14,7 @@ from datetime import datetime
 
 from runner.model import BaselineResult, RunSummary
 from runner.report import formatting as fmt
-from runner.report import tables
+from runner.report import memory_report, tables
 from runner.report.analysis import Conclusion, conclusions
 from runner.report.headline import Headline, build_headline
 from runner.report.memory_report import MemorySection, build_memory_section
@@ -51,6 +51,9 @@ class Tables:
     fixed_loads: tables.Table | None
     environment: tables.Table
     run: tables.Table
+    memory_examples: tables.Table | None = None
+    memory_points: tables.Table | None = None
+    contour_routes: tables.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -235,11 +238,15 @@ def _tables(
     fixed_loads: tuple[FixedLoad, ...],
     environment: tuple[EnvRow, ...],
     run_facts: tuple[tuple[str, str], ...],
+    memory: MemorySection | None,
 ) -> Tables:
     """Every table but the windows', from the parts of the report already built."""
     series = headline.series
     costs = profiles.connection_costs if profiles else ()
     return Tables(
+        memory_examples=memory_report.example_table(memory) if memory and memory.examples else None,
+        memory_points=memory_report.point_table(memory) if memory else None,
+        contour_routes=memory_report.contour_table(memory) if memory and memory.control_plane_rows else None,
         series=tables.series_table(series) if series is not None else None,
         ratios=tables.ratio_table(headline.ratios) if headline.ratios else None,
         examples=tables.examples_table(examples) if examples else None,
@@ -264,6 +271,7 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
     rounds = summary.rounds is not None and len(summary.rounds.rounds) > 1
     baseline, fixed_loads = _baseline(summary), _fixed_loads(summary, scenario)
     environment, run_facts = _environment(summary, scenario), _run_facts(summary, scenario)
+    memory = build_memory_section(summary.memory, headroom)
     return Report(
         run_id=summary.run_id,
         title="Envoy gateway sizing report",
@@ -280,10 +288,10 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         examples=examples,
         conclusions=tuple(conclusions(summary, rows, headline)),
         sections=tuple(Section(r, tables.step_table(r, rounds)) for r in rows if r.steps),
-        tables=_tables(headline, rows, examples, profiles, baseline, fixed_loads, environment, run_facts),
+        tables=_tables(headline, rows, examples, profiles, baseline, fixed_loads, environment, run_facts, memory),
         reproduce=_reproduce(summary),
         rounds=rounds,
         profiles=profiles,
         baseline=baseline,
-        memory=build_memory_section(summary.memory, headroom),
+        memory=memory,
     )
