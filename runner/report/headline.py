@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from runner.figures import ControlDrift, control_drift
 from runner.model import RunSummary
+from runner.profiles import PLAIN_PROFILE
 from runner.report import formatting as fmt
 from runner.report.rows import ConfigRow
 from runner.report.series import Ratio, Series, group_key, ratio_of
@@ -107,18 +108,24 @@ def _compression(rows: Sequence[ConfigRow]) -> str:
     return "; ".join(f"{profile}: {text}" for profile, text in asked)
 
 
-def _lead(series: Series | None, rows: Sequence[ConfigRow]) -> str:
+def _lead(series: Series | None, rows: Sequence[ConfigRow], memory: bool) -> str:
     if series is not None:
         return f"{series.largest.text}; {series.traffic}."
     if not rows:
-        return "No configuration was measured."
+        return (
+            "This run measured Envoy's memory model only (memory.only), no knee: its fits are under Memory."
+            if memory
+            else "No configuration was measured."
+        )
     why = "; ".join(f"{r.label}: {r.config.status}" + (f" ({r.config.reason})" if r.config.reason else "")
                     for r in rows)  # fmt: skip
     return f"No valid knee, so no figure to size from: {why}."
 
 
-def build_headline(summary: RunSummary, rows: Sequence[ConfigRow], series: Series | None) -> Headline:
-    """The headline of one run's report."""
+def build_headline(
+    summary: RunSummary, rows: Sequence[ConfigRow], series: Series | None, scenario_encoding: str | None
+) -> Headline:
+    """The headline of one run's report; `scenario_encoding` is the scenario's Accept-Encoding."""
     measured = [r for r in rows if r.steps]
     first = series.profile if series is not None else (measured[0].profile if measured else "")
     drift = control_drift(summary)
@@ -128,13 +135,13 @@ def build_headline(summary: RunSummary, rows: Sequence[ConfigRow], series: Serie
     if moved is not None:
         noise += f"; a reference loop before each configuration ran up to {moved:.0%} faster at one than at another"
     return Headline(
-        lead=_lead(series, measured),
+        lead=_lead(series, measured, summary.memory is not None),
         series=series,
         profile_ratios=tuple(_profile_ratios(measured, first, summary.threshold)),
         arrival_ratios=tuple(_arrival_ratios(measured, summary.threshold)),
         scaling=series.scaling.text if series is not None else "",
         noise=noise,
         drift=drift,
-        compression=_compression(measured) if measured else "-",
+        compression=_compression(measured) if measured else fmt.compression(PLAIN_PROFILE, scenario_encoding),
         speed_moved=moved,
     )

@@ -149,9 +149,10 @@ class Regimes:
                 return f", {cost:,.0f} \u00b5s of CPU per request"
             base, against = statistics.mean(costs), "the steady windows nearest it"
         more = cost / base - 1
-        return (
-            f", {cost:,.0f} \u00b5s of CPU per request: {abs(more):.0%} {'above' if more >= 0 else 'below'} {against}"
-        )
+        if round(abs(more) * 100) == 0:
+            return f", {cost:,.0f} \u00b5s of CPU per request: on {against}"
+        side = "above" if more >= 0 else "below"
+        return f", {cost:,.0f} \u00b5s of CPU per request: {abs(more):.0%} {side} {against}"
 
     @property
     def text(self) -> str:
@@ -165,6 +166,15 @@ class Regimes:
             f"{self.label}: {len(self.throttled)} of {self.windows} windows ran throttled; the lowest, at "
             f"{fmt.rps(first.offered)} RPS offered, had {latency}{self._cost()}. Throttled windows mark where Envoy "
             "breaks under its CFS quota, not its cost curve: the knee's fit leaves them out."
+        )
+
+    @property
+    def summary(self) -> str:
+        """ "2 of 14 windows ran throttled, the lowest at 1,300 RPS offered" (the conclusion says more)."""
+        first = self.first
+        return (
+            f"{len(self.throttled)} of {self.windows} windows ran throttled, the lowest at {fmt.rps(first.offered)} "
+            f"RPS offered ({first.throttled_share or 0:.0%} of CFS periods throttled)"
         )
 
     @property

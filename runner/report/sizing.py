@@ -164,7 +164,7 @@ def _scaling_warning(series: Series, rec_cores: float) -> str | None:
         return f"{head}; the knee grows slower than the CPU limit ({scaling.figure}): confirm with a larger limit"
     if trend == "proportional":
         return f"{head}; the knee grows in proportion to the CPU limit within the interval ({scaling.figure})"
-    return f"{head}; how the knee grows is not known with an interval ({scaling.figure})"
+    return f"{head}; how the knee grows past it is not known with an interval"
 
 
 def _warnings(rec_how: How, basis: Rate, required: float, series: Series, exact: float) -> list[str]:

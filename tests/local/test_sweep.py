@@ -78,7 +78,7 @@ def test_sweep_finds_both_knees_and_writes_every_result(tmp_path: Path):
     # the report is written at the end of the sweep and carries its figures
     assert f"Report: {run_dir / 'report.html'}" in result.stdout
     md = (run_dir / "report.md").read_text()
-    assert "| Step | Users | Offered RPS | RPS | CPU utilization | p95 | Failures | Analysis |" in md
+    assert "| Offered RPS | RPS | Envoy RPS | CPU utilization | CPU per request | Regime | p95 | p99 | Failures |" in md
     for config, knee in zip(summary["configs"], knees, strict=True):
         row = f"| {config['envoy']['cpu'] * 1000:.0f}m | 256Mi |"
         assert row in md and f"{knee:,.0f}" in md, (row, knee)

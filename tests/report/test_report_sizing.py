@@ -73,7 +73,7 @@ def test_beyond_the_largest_limit_its_rate_per_core_sizes_it_and_says_what_that_
     [warning, memory] = rec.warnings
     # one pass per configuration here: no interval on the per-core ratios, so no claim of conservatism
     assert warning.startswith("extrapolated 2.2x beyond the largest measured limit (1): sized at its rate per core")
-    assert "how the knee grows is not known with an interval" in warning
+    assert warning.endswith("how the knee grows past it is not known with an interval")
     assert memory.startswith("memory measured up to 6,300 RPS only")
     text = format_recommendation(rec, "run-x")
     assert text.splitlines()[0] == (
@@ -146,7 +146,7 @@ def test_recommend_on_the_real_run():
     )
     assert "1.081 cores = 6,500 / 6,014 RPS per core; no interval; rounded up to 100m" in text
     assert "run run-x: plain traffic (plain HTTP, keep-alive), synchronized arrivals; compression not recorded" in text
-    assert "300m 1.72x, one pass: no interval" in text  # the growth between the two limits, without an interval
+    assert "(knee per core against 150m: 300m 1.72x, one pass: no interval) show how the knee per core moved" in text
 
 
 def test_one_limit_sizes_from_its_rate_per_core_and_says_the_growth_is_unknown():
