@@ -30,6 +30,7 @@ IDLE_BELOW = 0.75  # a step under this utilization leaves its CPU limit "not ful
 LATENCY_RISE_FACTOR = 2.0  # p95 at least this many times the lightest step's is called a rise
 LATENCY_RISE_MIN_MS = 5.0  # and at least this many ms more
 NEAR_WINDOWS = 3  # steady windows nearest the first throttled one, to compare it with
+COSTLIER = 0.05  # a throttled window this much above the cost curve costs more CPU per request
 
 
 def latency_rose(before_ms: float, after_ms: float) -> bool:
@@ -124,8 +125,8 @@ def _span(values: Sequence[float], form: str) -> str:
 @dataclass(frozen=True)
 class Regimes:
     """Where a configuration's windows ran throttled (CFS throttling in THROTTLED_REGIME of the periods or
-    more): the lowest such window against the steady windows offered nearest it and, with a fitted knee,
-    against the steady cost curve at its rate."""
+    more): the lowest such window against the steady windows offered nearest it (latency) and, with a fitted
+    knee, against the knee's cost curve at its rate (CPU per request)."""
 
     label: str
     throttled: tuple[Step, ...]
@@ -137,35 +138,54 @@ class Regimes:
     def first(self) -> Step:
         return min(self.throttled, key=lambda s: (s.offered, s.index))
 
-    def _cost(self) -> str:
+    def _cost_against(self) -> tuple[float, str] | None:
+        """The first throttled window's CPU per request over the knee's curve (or the nearest steady windows'),
+        less one, and what it was set against."""
         cost = self.first.cpu_per_request_us
         if cost is None:
-            return ""
+            return None
         if self.curve_us is not None:
-            base, against = self.curve_us, "the steady cost curve at that rate (the knee's fit)"
-        else:
-            costs = [s.cpu_per_request_us for s in self.steady_near if s.cpu_per_request_us is not None]
-            if not costs:
-                return f", {cost:,.0f} \u00b5s of CPU per request"
-            base, against = statistics.mean(costs), "the steady windows nearest it"
-        more = cost / base - 1
-        if round(abs(more) * 100) == 0:
-            return f", {cost:,.0f} \u00b5s of CPU per request: on {against}"
-        side = "above" if more >= 0 else "below"
-        return f", {cost:,.0f} \u00b5s of CPU per request: {abs(more):.0%} {side} {against}"
+            return cost / self.curve_us - 1, "the knee's cost curve at that rate"
+        costs = [s.cpu_per_request_us for s in self.steady_near if s.cpu_per_request_us is not None]
+        return (cost / statistics.mean(costs) - 1, "the steady windows nearest it") if costs else None
+
+    def _latency_rose(self) -> bool | None:
+        steady = [s.p99_ms for s in self.steady_near if s.p99_ms is not None]
+        p99 = self.first.p99_ms
+        return latency_rose(max(steady), p99) if steady and p99 is not None else None
+
+    def _meaning(self) -> str:
+        against, rose = self._cost_against(), self._latency_rose()
+        costlier = against is not None and against[0] >= COSTLIER
+        if rose and costlier:
+            return (
+                "Two regimes of Envoy under a CFS quota: throttled, a request costs more CPU and much more latency; "
+                "such windows mark where Envoy breaks, not what a request costs."
+            )
+        if rose:
+            return "Throttled, Envoy kept its CPU per request but not its latency: the quota says where it breaks."
+        if rose is False:
+            return "The throttling came in bursts at an ordinary latency: no sign of breaking there."
+        return "Throttled windows mark where Envoy works against its quota."
 
     @property
     def text(self) -> str:
-        """The conclusion: latency and cost in the throttled regime against the steady one, and what it means."""
+        """The conclusion: latency and cost in the throttled regime against the steady one, and what that says."""
         first, near = self.first, self.steady_near
         latency = f"p99 {fmt.ms(first.p99_ms)}"
         steady_p99 = [s.p99_ms for s in near if s.p99_ms is not None]
         if steady_p99:
             latency += f" against {_span(steady_p99, ',.0f')} ms in the steady windows nearest it"
+        cost, against = first.cpu_per_request_us, self._cost_against()
+        if cost is not None:
+            latency += f", {cost:,.0f} \u00b5s of CPU per request"
+        if against is not None:
+            more, base = against
+            side = "on" if round(abs(more) * 100) == 0 else f"{abs(more):.0%} {'above' if more >= 0 else 'below'}"
+            latency += f": {side} {base}"
         return (
             f"{self.label}: {len(self.throttled)} of {self.windows} windows ran throttled; the lowest, at "
-            f"{fmt.rps(first.offered)} RPS offered, had {latency}{self._cost()}. Throttled windows mark where Envoy "
-            "breaks under its CFS quota, not its cost curve: the knee's fit leaves them out."
+            f"{fmt.rps(first.offered)} RPS offered, had {latency}. {self._meaning()}"
         )
 
     @property
@@ -195,7 +215,7 @@ class Regimes:
 
 def cost_on_curve_us(config: ConfigResult, rps: float, threshold: float) -> float | None:
     """Envoy's CPU per request at `rps` on the valid knee's power law (utilization = threshold x
-    (rps / knee)^exponent, fitted to steady windows only); None without a fitted knee."""
+    (rps / knee)^exponent); None without a fitted knee."""
     knee = config.valid_knee
     if knee is None or knee.exponent is None or rps <= 0:
         return None

@@ -151,8 +151,12 @@ def test_the_recorded_profiles_run_names_its_throttled_windows_against_the_stead
     )
     assert f"{len(throttled)} of {len(steps)} windows ran throttled" in text
     assert f"the lowest, at {first['target_rps']:,.0f} RPS offered, had p99 {first['p99_ms']:,.0f} ms" in text
-    assert f"{cost:,.0f} \u00b5s of CPU per request: {abs(cost / curve - 1):.0%} above the steady cost curve" in text
-    assert "Throttled windows mark where Envoy breaks under its CFS quota, not its cost curve" in text
+    assert cost / curve - 1 >= 0.05  # 8% above the curve, at p99 68 ms against 3-15 ms: the two regimes
+    assert f"{cost:,.0f} \u00b5s of CPU per request: {cost / curve - 1:.0%} above the knee's cost curve" in text
+    assert text.endswith(
+        "throttled, a request costs more CPU and much more latency; such windows mark where Envoy "
+        "breaks, not what a request costs."
+    )
     section = next(s for s in report.sections if s.row.config.key == plain["key"])
     regimes = [row.cells[7].text for row in section.steps.rows]  # the Regime column
     assert f"throttled {first['throttled_share']:.0%}" in regimes and "steady" in regimes
