@@ -15,23 +15,25 @@ TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-de
 VENV_CHECK = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv";
 PYTEST_ARGS ?=
 
-# Sweep overrides (empty = the scenario's value), and the report's (RUN: a run directory or id; empty =
-# results/latest). Their values reach the CLI only through the environment, never through the recipe's text:
-# `override X := $(value X)` keeps a value unexpanded (make would run a `$(shell ...)` in it), and the recipes
-# say "$$X", so no quote or `$(...)` in a value can reach the shell or make as code.
-SIZER_VARS := SCENARIO PLATFORM ENVOY_CPUS ENVOY_MEMORY NGINX_REPLICAS WORKERS USERS STEP_SECONDS CLIENT \
-	ARRIVALS PROFILES CONNECTIONS ROUTES RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
+# Sweep options as VARIABLE:--flag, in the order of the option table in runner/scenario/options.py (which
+# tests/unit/test_options.py checks this list against). Empty = the scenario's value.
+SWEEP_OPTIONS := SCENARIO:--scenario PLATFORM:--platform ENVOY_CPUS:--envoy-cpus ENVOY_MEMORY:--envoy-memory \
+	NGINX_REPLICAS:--nginx-replicas WORKERS:--workers USERS:--users STEP_SECONDS:--step-seconds ROUNDS:--rounds CLIENT:--client \
+	ARRIVALS:--arrivals PROFILES:--profiles CONNECTIONS:--connections ROUTES:--routes
+# They and the report's (RUN: a run directory or id; empty = results/latest) reach the CLI only through the
+# environment, never through the recipe's text: `override X := $(value X)` keeps a value unexpanded (make would
+# run a `$(shell ...)` in it), and the recipes say "$$X", so no quote or `$(...)` in a value can reach the shell
+# or make as code.
+SIZER_VARS := $(foreach option,$(SWEEP_OPTIONS),$(firstword $(subst :, ,$(option)))) \
+	RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
 $(foreach var,$(SIZER_VARS),$(eval override $(var) := $$(value $(var))))
 $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
-SWEEP_ARGS = $(strip $(if $(SCENARIO),--scenario="$$SCENARIO") $(if $(PLATFORM),--platform="$$PLATFORM") \
-	$(if $(ENVOY_CPUS),--envoy-cpus="$$ENVOY_CPUS") $(if $(ENVOY_MEMORY),--envoy-memory="$$ENVOY_MEMORY") \
-	$(if $(NGINX_REPLICAS),--nginx-replicas="$$NGINX_REPLICAS") $(if $(WORKERS),--workers="$$WORKERS") \
-	$(if $(USERS),--users="$$USERS") $(if $(STEP_SECONDS),--step-seconds="$$STEP_SECONDS") \
-	$(if $(CLIENT),--client="$$CLIENT") $(if $(ARRIVALS),--arrivals="$$ARRIVALS") \
-	$(if $(PROFILES),--profiles="$$PROFILES") $(if $(CONNECTIONS),--connections="$$CONNECTIONS") \
-	$(if $(ROUTES),--routes="$$ROUTES"))
+# $(call sweep_arg,VARIABLE --flag): --flag="$VARIABLE" when the variable is set
+sweep_arg = $(if $($(firstword $(1))),$(lastword $(1))="$$$(firstword $(1))")
+SWEEP_ARGS = $(strip $(foreach option,$(SWEEP_OPTIONS),$(call sweep_arg,$(subst :, ,$(option)))))
 
-.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test lint testbed-up testbed-down clean
+.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test test-fast fuzz lint testbed-up \
+	testbed-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -112,8 +114,18 @@ FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
 	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
 
-test: test-packages go-toolchain setup test-tools ## the whole test suite against real components
-	$(BIN)/pytest --durations=20 $(PYTEST_ARGS)
+# The property tests (hypothesis) of the fast tiers on fresh random examples, FUZZ times as many as the gate's fixed
+# set: a bench that looks for new bugs, not a gate (bench/README.md). Keep what it finds as an @example().
+FUZZ ?= 25
+override FUZZ := $(value FUZZ)
+export FUZZ
+fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's examples, drawn afresh (a bench, 4-5 min)
+	@case "$$FUZZ" in ''|0|*[!0-9]*) echo "FUZZ must be a whole number from 1, e.g. make fuzz FUZZ=25" >&2; exit 2;; esac
+	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
+		$(FAST_TESTS) $(PYTEST_ARGS)
+
+test: test-packages go-toolchain setup test-tools ## the whole test suite in tiers (tests/tiers.py), then a time table
+	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all

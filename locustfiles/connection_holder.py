@@ -28,7 +28,7 @@ from gevent.lock import BoundedSemaphore
 from gevent.pool import Group
 from plain_http import PeerClosed, ProtocolError, connect, exchange, get_request, http_target, target_fields
 
-MAX_CONNECTIONS = 60_000  # the holder's own bound; a scenario asks for at most 25,000 (runner/scenario.py)
+MAX_CONNECTIONS = 60_000  # the holder's own bound; a scenario asks for at most 25,000 (runner/scenario/limits.py)
 MIN_REFRESH_S = 1.0
 MAX_REFRESH_S = 55.0  # below Envoy's 60 s idle timeout
 MAX_OPEN_RATE = 10_000.0  # connections opened per second

@@ -108,6 +108,8 @@ TABLES = [
             {"key": "envoy", "title": "Envoy RPS"},
             {"key": "cpu", "title": "Envoy CPU (of its limit)"},
             {"key": "p99", "title": "p99 ms"},
+            {"key": "round", "title": "Round"},
+            {"key": "regime", "title": "Regime"},
             {"key": "guards", "title": "Guards"},
         ],
     },
@@ -127,6 +129,7 @@ def _run_rows(state: dict[str, Any], silent_for: float | None) -> list[dict[str,
     phase = f"{state.get('phase', '-')} at {_rate(state.get('offered_rps'))} RPS by {state.get('users', '-')} users"
     rows = [
         ("Run", f"{state.get('run_id', '-')} ({state.get('results', '')})"),
+        ("Round", f"{state['round']} of {state.get('rounds', '-')}" if state.get("round") else "-"),
         (
             "Configuration",
             f"{state.get('position', '-')}/{state.get('configurations', '-')}: {state.get('configuration', '-')}",
@@ -155,6 +158,8 @@ def _window_rows(state: dict[str, Any]) -> list[dict[str, str]]:
             "envoy": _rate(window.get("envoy_rps")),
             "cpu": f"{mean:.0%} ({low:.0%}-{high:.0%})",
             "p99": _rate(window.get("p99_ms")),
+            "round": str(window.get("round") or "-"),
+            "regime": str(window.get("regime") or "-"),
             "guards": "; ".join(window.get("guards") or []) or "-",
         })  # fmt: skip
     return rows

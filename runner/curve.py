@@ -116,9 +116,10 @@ class RoundsFit:
         return {r: self.rps_at(utilization, r) for r in self.intercepts}
 
 
-def rounds_fit(points: Sequence[RoundPoint]) -> RoundsFit | None:
-    """The fixed-effects power law: the exponent from how utilization moves with RPS inside each round, an
-    intercept per round. None when no round has two distinct rates, or utilization does not rise with RPS."""
+def rounds_fit(points: Sequence[RoundPoint], exponent: float | None = None) -> RoundsFit | None:
+    """The fixed-effects power law: the exponent from how utilization moves with RPS inside each round (or the
+    one given), an intercept per round. None when no round has two distinct rates, or utilization does not
+    rise with RPS."""
     by_round: dict[int, list[RoundPoint]] = {}
     for point in points:
         by_round.setdefault(point.round, []).append(point)
@@ -130,9 +131,10 @@ def rounds_fit(points: Sequence[RoundPoint]) -> RoundsFit | None:
         centres[round_] = (float(x.mean()), float(y.mean()))
         sxx += float(((x - x.mean()) ** 2).sum())
         sxy += float(((x - x.mean()) * (y - y.mean())).sum())
-    if sxx <= 1e-12 or sxy <= 0:
-        return None
-    exponent = sxy / sxx
+    if exponent is None:
+        if sxx <= 1e-12 or sxy <= 0:
+            return None
+        exponent = sxy / sxx
     intercepts = {r: y_mean - exponent * x_mean for r, (x_mean, y_mean) in sorted(centres.items())}
     rates = [p.rps for p in points]
     return RoundsFit(exponent, intercepts, len(points), (min(rates), max(rates)))

@@ -16,6 +16,14 @@ class SaveError(SizerError):
     """A file could not be written (full disk, no permission); the previous version is kept."""
 
 
+def is_file(path: Path) -> bool:
+    """Path.is_file() that answers False for a path the system refuses (too long, NUL, a file as a folder)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Replace `path` with `data`; SaveError (one line) when it cannot be written, and the old file stays."""
     payload = data.encode() if isinstance(data, str) else data

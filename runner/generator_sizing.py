@@ -2,24 +2,26 @@
 
 workers = ceil(Envoy's saturated RPS per core x the largest Envoy CPU limit x 1.1 / (RPS per worker core x 0.75))
 (`Calibration.workers_needed`): enough to offer ~10% more than the biggest knee with every worker below 75% busy,
-under the 90% generator guard. The scenario is then loaded again with that count, so the usual bounds apply.
+under the 90% generator guard. The scenario is read and validated once; the count then replaces its
+`load.workers`, checked against the same bounds as any WORKERS value.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from runner import calibrate
 from runner.errors import UsageError
-from runner.scenario import Overrides, Scenario, load_scenario
+from runner.scenario import (
+    AUTO,
+    Overrides,
+    Scenario,
+    ScenarioFile,
+    is_auto,
+    parse_scenario,
+    read_scenario,
+    replace_option,
+)
 
 __all__ = ["AUTO", "is_auto", "load_sized", "workers_for"]
-
-AUTO = "auto"
-
-
-def is_auto(text: str | None) -> bool:
-    return text is not None and text.strip().lower() == AUTO
 
 
 def workers_for(scenario: Scenario) -> tuple[int, str]:
@@ -45,9 +47,12 @@ def workers_for(scenario: Scenario) -> tuple[int, str]:
     return needed, why
 
 
-def load_sized(name: str, overrides: Overrides) -> tuple[Scenario, str | None]:
-    """`load_scenario`, with WORKERS=auto replaced by the calibrated count (and the note saying how)."""
-    if not is_auto(overrides.workers):
-        return load_scenario(name, overrides), None
-    needed, why = workers_for(load_scenario(name, replace(overrides, workers=None)))
-    return load_scenario(name, replace(overrides, workers=str(needed))), why
+def load_sized(scenario: str | ScenarioFile, overrides: Overrides) -> tuple[Scenario, str | None]:
+    """`load_scenario` (of a name, a path or a file already read), with WORKERS=auto replaced by the calibrated
+    count, and the note saying how."""
+    file = read_scenario(scenario) if isinstance(scenario, str) else scenario
+    if overrides.value("workers") != AUTO:
+        return parse_scenario(file.raw, overrides, source=file.source), None
+    loaded = parse_scenario(file.raw, overrides.without("workers"), source=file.source)
+    needed, why = workers_for(loaded)
+    return replace_option(loaded, "workers", needed, source=file.source), why

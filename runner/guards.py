@@ -80,14 +80,16 @@ def shortfall_limit(step: Step) -> float:
 
 
 def held_back_by_envoy(step: Step) -> bool:
-    """The generator was idle enough and Envoy slow enough that Envoy, not the generator, cost the shortfall:
-    a paced user sends on one connection, so an answer later than half its gap between requests delays its
-    next one, and a quota that throttles Envoy in bursts does that while its mean utilization stays low."""
+    """The generator was not busy, Envoy ran against its quota (the throttled regime) and answered late:
+    Envoy, not the generator, cost the shortfall. A paced user sends on one connection, so an answer later
+    than half its gap between requests delays its next one, and a quota that throttles Envoy in bursts does
+    that while its mean utilization stays below the threshold. Slow answers from an unthrottled Envoy with an
+    idle-looking generator are not enough: a generator starved of CPU by another process reads idle too."""
     if step.generator_cpu_max >= GENERATOR_BUSY or not step.target_rps or step.users <= 0:
         return False
     gap_ms = 1000.0 * step.users / step.target_rps
     slow = step.p99_ms is not None and step.p99_ms >= HELD_BACK_GAP_SHARE * gap_ms
-    return slow or step.regime == "throttled"
+    return slow and step.regime == "throttled"
 
 
 def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:

@@ -34,6 +34,7 @@ from runner.model import Capacity, Knee, Step
 
 FIT_FLOOR = 0.5  # windows below this share of the threshold say little about the curve near it
 LOCAL_FLOOR = 0.75  # ... and once LOCAL_WINDOWS windows of one pass lie above this share, only those are fitted
+ROUNDS_FLOOR = 2 / 3  # windows of several rounds: those above this share (the planner's lever aims at 0.8 of it)
 LOCAL_WINDOWS = 4
 SATURATED = 0.98  # at or above this utilization a window is at the cap: clipped, left out of the fit
 MIN_FIT_WINDOWS = 3
@@ -83,21 +84,23 @@ def bracket(steps: Sequence[Step], threshold: float) -> tuple[Step, Step] | None
 
 
 def fit_windows(steps: Sequence[Step], threshold: float) -> list[Step]:
-    """The windows a fit may use: clean (no guard), served in full, in the steady regime (or of a platform
-    that publishes no throttling), between FIT_FLOOR of the threshold and SATURATED. Windows of one round
-    only: the ones near the threshold once there are LOCAL_WINDOWS of them (with rounds, the planner places
-    windows over the curve and each round's intercept needs them all)."""
+    """The windows a fit may use: clean (no guard), served in full, between FIT_FLOOR of the threshold and
+    SATURATED; only the ones near the threshold (LOCAL_FLOOR) once there are LOCAL_WINDOWS of them, or when
+    they come from several rounds. Near its limit Envoy's utilization is no power law of the rate over the
+    whole range: on a 2-core VM under a 250m quota it rose slowly to ~0.75 and then jumped to ~0.9 within a
+    rate 20% higher (Locust, 2026-11-25), so windows at half the threshold would bend the curve where it
+    crosses. Windows in the throttled regime stay in: near the threshold a quota throttles bursts (20-40% of
+    periods at 90% utilization), and the scatter they bring is the knee's own."""
     usable = [
         s
         for s in steps
         if not s.guards
         and s.rps > 0
         and served_in_full(s)
-        and s.regime != "throttled"
         and FIT_FLOOR * threshold <= s.cpu_utilization_mean < SATURATED
     ]
     if len({s.round for s in usable}) > 1:
-        return usable
+        return [s for s in usable if s.cpu_utilization_mean >= ROUNDS_FLOOR * threshold]
     local = [s for s in usable if s.cpu_utilization_mean >= LOCAL_FLOOR * threshold]
     return local if len(local) >= LOCAL_WINDOWS else usable
 
@@ -166,8 +169,9 @@ def _rounds_knee(steps: Sequence[Step], windows: Sequence[Step], threshold: floa
         return None
 
     def knee_of(selected: Sequence[int]) -> float | None:
-        chosen = set(selected)
-        part = rounds_fit([p for p in points if p.round in chosen])
+        chosen = [p for p in points if p.round in set(selected)]
+        # without one round the others may not fix an exponent (each with one window): keep the run's then
+        part = rounds_fit(chosen) or rounds_fit(chosen, exponent=fit.exponent)
         return part.rps_at(threshold) if part is not None else None
 
     rps = fit.rps_at(threshold)

@@ -26,8 +26,9 @@ FINISHED: tuple[str, ...] = ("saturated", "not-saturated", "invalid")
 Regime = Literal["steady", "throttled"]
 # A window with at least this share of its CFS periods throttled ran in the throttled regime. Measured with an
 # open-loop generator at 250m and 500m (bench/noise.py, 2026-11-25): steady windows up to 90% utilization had
-# 0-7% of periods throttled and p99 1-9 ms; the others 17-92%, p99 40-160 ms, and at 250m 20-30% more CPU per
-# request at the same rate.
+# 0-7% of periods throttled and p99 1-9 ms; the others 17-92%, p99 40-160 ms, and at 250m some of them 20-30%
+# more CPU per request at the same rate. Under Locust's Poisson users windows at 90-95% had 19-41% throttled
+# at an ordinary cost: the regime says where Envoy works against its quota, not that a window is wrong.
 THROTTLED_REGIME = 0.15
 PLATEAU_EXPONENT = 0.35  # utilization ~ RPS^b with b below this: flat near the threshold, not a sharp knee
 # How arrivals were spaced when a run did not say (runs saved before arrival models were named).
@@ -110,6 +111,7 @@ class Step(_Frozen):
     guards: tuple[Finding, ...] = ()
     round: int = 1  # the round of the sweep it was measured in (runs before rounds had one)
     control: bool = False  # the run's control window: one configuration at one fixed rate, every round
+    probe: bool = False  # a capacity probe of a later round: past the knee, to find where Envoy breaks
     steal_share: float | None = None  # share of the machine's CPU time its hypervisor stole (None: not read)
 
     @property

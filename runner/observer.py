@@ -45,6 +45,9 @@ class SweepObserver:
     def config_finished(self, result: ConfigResult) -> None:
         """A configuration ended: its knee, capacity and verdict are in `result`."""
 
+    def rounds_finished(self, rounds: int) -> None:
+        """Every configuration's rounds are done (`rounds` of them), the platform still running."""
+
     def baseline_measured(self, baseline: BaselineResult) -> None:
         """The backend was measured directly and through the gateway."""
 
@@ -99,6 +102,10 @@ class Broadcast(SweepObserver):
     def config_finished(self, result: ConfigResult) -> None:
         for observer in self.observers:
             observer.config_finished(result)
+
+    def rounds_finished(self, rounds: int) -> None:
+        for observer in self.observers:
+            observer.rounds_finished(rounds)
 
     def baseline_measured(self, baseline: BaselineResult) -> None:
         for observer in self.observers:

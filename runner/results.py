@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from runner.errors import UsageError
-from runner.files import SaveError, write_atomic
+from runner.files import SaveError, is_file, write_atomic
 from runner.knee import KneeResult
 from runner.model import (
     BackendResources,
@@ -35,7 +35,7 @@ from runner.model import (
 )
 from runner.paths import RESULTS_ROOT
 from runner.plan import Configuration
-from runner.quantities import format_cpu, format_memory
+from runner.quantities import format_cpu, format_memory, short_repr
 from runner.scenario import Scenario
 
 LATEST = "latest"
@@ -103,17 +103,7 @@ class RunStore:
 
     @classmethod
     def create(cls, scenario: Scenario, results_root: Path = RESULTS_ROOT) -> RunStore:
-        run_id = _run_id(scenario.name)
-        results_root.mkdir(parents=True, exist_ok=True)
-        run_dir = results_root / run_id
-        suffix = 1
-        while True:
-            try:
-                run_dir.mkdir()  # atomic: two runs started in the same second get different folders
-                break
-            except FileExistsError:
-                suffix += 1
-                run_dir = results_root / f"{run_id}-{suffix}"
+        run_dir = _new_run_dir(results_root, _run_id(scenario.name))
         summary = RunSummary(
             run_id=run_dir.name,
             platform=scenario.platform,
@@ -223,11 +213,31 @@ def load_summary(run_dir: Path) -> RunSummary:
         raise UsageError(f"{path} is not a gateway-sizer summary: {error.errors()[0]['msg']}") from None
 
 
+def _new_run_dir(results_root: Path, run_id: str) -> Path:
+    """A new folder for the run in `results_root` (made if missing); UsageError when it cannot be made there."""
+    run_dir = results_root / run_id
+    suffix = 1
+    try:
+        results_root.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                run_dir.mkdir()  # atomic: two runs started in the same second get different folders
+                return run_dir
+            except FileExistsError:
+                suffix += 1
+                run_dir = results_root / f"{run_id}-{suffix}"
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+        raise UsageError(
+            f"cannot make a run folder in {short_repr(str(results_root), 80)} ({type(error).__name__})",
+            "choose a folder that can be written to (sweep --results)",
+        ) from None
+
+
 def resolve_run(name: str | None, results_root: Path = RESULTS_ROOT) -> Path:
     """A run directory from a path, a run id, or None for results/latest."""
     candidates = [Path(name)] if name else []
     candidates += [results_root / (name or LATEST)]
     for candidate in candidates:
-        if (candidate / "summary.json").is_file():
+        if is_file(candidate / "summary.json"):
             return candidate.resolve()
     raise UsageError(f"no run found at {name or results_root / LATEST}", "run `make sweep` first or pass a run dir")

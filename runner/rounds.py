@@ -28,12 +28,13 @@ from runner.model import Step
 from runner.scenario import MAX_SEED
 from runner.search import EXPONENT_BOUNDS, EXPONENT_PRIOR, MIN_SIGNAL, AdaptiveSearch
 
-LEVER_UTILIZATION = 0.55
-NEAR_UTILIZATIONS = (0.82, 0.88)  # below the threshold: a window past it (saturated, throttled) fits nothing
-CONTROL_UTILIZATION = 0.55  # steady from window to window on a 2-core VM (bench/noise.py); lower ones wander
+LEVER_UTILIZATION = 0.72  # just inside the fitted range (knee.LOCAL_FLOOR of the threshold)
+NEAR_UTILIZATIONS = (0.86, 0.93)  # either side of the threshold by turns; a window past SATURATED fits nothing
+CONTROL_UTILIZATION = 0.72  # the control is the control configuration's lever window
 MIN_LEVER = 1.3  # a round's highest curve window offers at least this much more than its lowest
 MAX_PLANNED_GROWTH = 1.5  # a planned window offers at most this much more than the most any window served
 MIN_PLANNED_SHARE = 0.25  # ... and at least this share of the least any window was offered
+MAX_CAPACITY_PROBES = 3  # capacity probes per configuration after the first round (each a window past the knee)
 RETRY_SHARE = 0.85  # a curve window past the curve is measured again at this share of its load
 BRACKET_STEP = 0.08  # a planned window that would reach past every window that crossed aims this far below
 
@@ -58,12 +59,10 @@ class VisitPlan:
     control: float | None = None
 
 
-def past_the_curve(step: Step, threshold: float) -> bool:
-    """A window that says nothing about the curve below the threshold: saturated, throttled or short of
-    its offered rate. A curve window like that is measured again lower (RETRY_SHARE), once."""
-    return (
-        step.cpu_utilization_mean >= max(threshold, SATURATED) or step.regime == "throttled" or not served_in_full(step)
-    )
+def past_the_curve(step: Step) -> bool:
+    """A window the fit cannot use: saturated, or short of its offered rate. A curve window like that is
+    measured again lower (RETRY_SHARE), once."""
+    return step.cpu_utilization_mean >= SATURATED or not served_in_full(step)
 
 
 class VisitPlanner:
@@ -138,7 +137,9 @@ class VisitPlanner:
         levels = sorted(levels)
         if len(levels) > 1 and levels[-1] < MIN_LEVER * levels[0]:  # a fit gone flat: keep the lever arm
             levels[-1] = MIN_LEVER * levels[0]
-        return VisitPlan(levels, self.capacity_probe(steps), control)
+        probes = sum(1 for s in steps if s.probe)
+        probe = self.capacity_probe(steps) if probes < MAX_CAPACITY_PROBES else None
+        return VisitPlan(levels, probe, control)
 
     def capacity_probe(self, steps: Sequence[Step]) -> float | None:
         """A load above the knee while capacity is not bracketed to its resolution (open loop only)."""

@@ -36,6 +36,7 @@ from runner.model import Capacity, LoadLevel, Step
 from runner.scenario import LoadSpec
 
 MAX_GROWTH = 4.0
+NEAR_GROWTH = ((0.3, 4.0), (0.6, 2.0), (math.inf, 1.5))  # (below this utilization, grow at most this much)
 SHRINK = 0.25
 AIM_ABOVE = 0.02  # aim a locating window just above the threshold, so a miss still brackets quickly
 EXPONENT_PRIOR = 0.85  # utilization ~ RPS^0.85 (Envoy's cost per request falls with load) until a fit says
@@ -174,7 +175,9 @@ class AdaptiveSearch:
         guess = self._predict(steps)
         if guess is None:
             guess = highest * MAX_GROWTH  # too little load to say anything yet
-        guess = min(max(guess, highest * (1 + MIN_STEP)), highest * MAX_GROWTH)
+        busiest = max(s.cpu_utilization_mean for s in steps)
+        growth = next(limit for below, limit in NEAR_GROWTH if busiest < below)  # a flat fit aims far too high
+        guess = min(max(guess, highest * (1 + MIN_STEP)), highest * growth)
         if self.maker.mode == "users":
             guess = float(max(round(guess), int(highest) + 1))
         return guess
@@ -236,7 +239,8 @@ class AdaptiveSearch:
             )
         if (capacity.resolution or 0.0) <= self.targets.capacity_resolution:
             return None
-        if capacity.rps <= result.knee.rps:  # broken just past the knee: step down from the break
+        if capacity.rps <= result.knee.rps and capacity.broken_at <= result.knee.rps * MAX_CAPACITY_JUMP:
+            # broken just past the knee: step down from the break
             return max(capacity.rps * (1 + step / 2), capacity.broken_at * (1 - step))
         return math.sqrt(capacity.rps * capacity.broken_at)
 

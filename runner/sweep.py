@@ -81,6 +81,8 @@ class Sweep:
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
                 self._run_configs()
+                if self.store.summary.rounds is not None:
+                    self.observer.rounds_finished(len(self.store.summary.rounds.rounds))
                 if self.scenario.baseline.enabled and self.store.summary.baseline is None:
                     self.run_baseline()
                 if self.memory is not None:
@@ -257,10 +259,10 @@ class Sweep:
             is_control = offered == plan.control
             if (stop := visit.measure(maker.level(offered), control=is_control)) is not None:
                 return stop
-            again = not is_control and past_the_curve(visit.steps[-1], self.scenario.threshold)
+            again = not is_control and past_the_curve(visit.steps[-1])
             if again and (stop := visit.measure(maker.level(offered * RETRY_SHARE))) is not None:
                 return stop
-        return visit.measure(maker.level(plan.probe)) if plan.probe is not None else None
+        return visit.measure(maker.level(plan.probe), probe=True) if plan.probe is not None else None
 
     def _control(self, config: Configuration, record: RoundsRecord) -> float | None:
         """The control window's offered load when `config` is the control configuration and it is known."""

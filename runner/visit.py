@@ -37,7 +37,7 @@ class Visit:
         self.steps: list[Step] = []
         self.warmed = False
 
-    def measure(self, level: LoadLevel, *, control: bool = False) -> str | None:
+    def measure(self, level: LoadLevel, *, control: bool = False, probe: bool = False) -> str | None:
         """Hold `level` (after the warm-up, on the visit's first window), measure a window and save it;
         returns why the configuration stops (a guard below the threshold: more load cannot help), or None."""
         sweep, load = self.sweep, self.sweep.scenario.load
@@ -60,7 +60,8 @@ class Visit:
             sweep.driver.set(level, f"{discarded}; again", load.settle_s, arrivals=arrivals, target=target)
             step = self.meter.measure(index, level, load.step_s)
         findings = check_step(step, self.steps, self.context)
-        step = step.model_copy(update={"guards": tuple(findings), "round": self.round, "control": control})
+        update = {"guards": tuple(findings), "round": self.round, "control": control, "probe": probe}
+        step = step.model_copy(update=update)
         self.steps.append(step)
         sweep.store.add_step(self.result, step)
         sweep.observer.step_measured(self.config, step)

@@ -1,4 +1,4 @@
-"""Helpers shared by the test suites: the CLI as a user runs it, leftover checks."""
+"""Helpers shared by the test suites: the CLI as a user runs it, leftover checks, property tests' example counts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ from runner.platforms.local.cgroups import ROOT_NAME, detect_driver
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SIZER = [sys.executable, "-m", "runner"]
+FUZZ_SCALE = max(1, int(os.environ.get("GATEWAY_SIZER_FUZZ") or 1))  # `make fuzz`: examples x this, drawn afresh
+
+
+def examples(count: int) -> int:
+    """A property test's number of examples: `count` in the gate (a fixed set, see conftest.py), times
+    GATEWAY_SIZER_FUZZ under `make fuzz`."""
+    return count * FUZZ_SCALE
 
 
 def cgroup_tree(testbed_id: str) -> list[Path]:

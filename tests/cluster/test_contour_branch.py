@@ -28,6 +28,7 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
             "envoy.cpu": [0.3],
             "contour.resources": SIZES,
             "load.search": "fixed",
+            "load.rounds": 1,
             "load.rps": [150, 300],
             "load.step_seconds": 4,
             "load.warmup_seconds": 2,

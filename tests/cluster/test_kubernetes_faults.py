@@ -66,6 +66,7 @@ def _finish(run, timeout_s: float) -> tuple[str, str]:
 # The pause and rollout tests check how a run ends, not where the knee is: two fixed levels far below it keep
 # each configuration short (the default adaptive search took 5-6 min). The pause lands in the second window.
 SHORT_FIXED = {
+    "load.rounds": 1,
     "load.search": "fixed",
     "load.rps": [100, 150],
     "load.step_seconds": 15,
@@ -176,7 +177,7 @@ def _envoy_requests() -> float:
 def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cluster, tmp_path):
     kubeconfig, admin = cluster
     before = _gateway(admin)
-    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15], "load.step_seconds": 30})
+    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15], "load.step_seconds": 30, "load.rounds": 1})
     run = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path / "results")
     run_dir: Path | None = None
     try:

@@ -15,66 +15,81 @@ import urllib.error
 import urllib.request
 
 import pytest
-from cluster_testing import ENVOY, PROMETHEUS, STATE, scenario_file
+from cluster_testing import ENVOY, PROMETHEUS, STATE, run_dir_of, scenario_file, sizer
 from kubernetes import client
 from sizer_testing import run_sizer
 
-from runner.cli import EXIT_INCOMPLETE
+from runner.commands.sweep import EXIT_INCOMPLETE
 from runner.errors import UsageError
 from runner.platforms.kubernetes import workloads
-from runner.platforms.kubernetes.connection import call, connect
+from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
+from runner.platforms.kubernetes.resize import live_pods, running_resources
+from runner.results import load_summary
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")
 PROMETHEUS_DEPLOYMENT = workloads.Workload("Deployment", "monitoring", "prometheus", "prometheus")
 REFUSED = (urllib.error.URLError, http.client.HTTPException, OSError)  # ssl.SSLError is an OSError
-# The sweeps here check what a run does, not the figures (bench/ measures those): the default adaptive search
-# with 8 s windows and at most 6 of them per configuration (a knee needs 2-4) instead of 15 s and 8.
-SHORT_SEARCH = {"load.step_seconds": 8, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.max_steps": 6}
+# One round, short windows: the profile and route sweeps check what a run does with each profile (bench/ measures
+# the figures); the runner-account sweep runs the default search in three interleaved rounds.
+SHORT_SEARCH = {"load.step_seconds": 8, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.max_steps": 6,
+                "load.rounds": 1}  # fmt: skip
+ROUNDS_SEARCH = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.rounds": 3}
+
+
+def _envoy_pods(admin: Cluster) -> dict[str, tuple[str, int]]:
+    """Envoy's live pods: name -> (uid, restarts of the envoy container)."""
+    pods = {}
+    for pod in live_pods(admin, ENVOY):
+        restarts = sum(s.restart_count for s in pod.status.container_statuses or [] if s.name == "envoy")
+        pods[pod.metadata.name] = (pod.metadata.uid, restarts)
+    return pods
 
 
 @pytest.mark.timeout(2400)
-def test_kubernetes_sweep_as_the_runner_account_finds_the_knees_and_puts_the_gateway_back(
+def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place_and_puts_the_gateway_back(
     cluster, runner_kubeconfig, tmp_path
 ):
     _, admin = cluster
     before = workloads.get_pod_resources(admin, ENVOY)
     args_before = workloads.get_args(admin, ENVOY)
-    scenario = scenario_file(tmp_path, **SHORT_SEARCH)
-    result = run_sizer("sweep", "--scenario", str(scenario), "--envoy-cpus", "0.15,0.3", "--results", str(tmp_path),
-                       timeout=1800, env={"KUBECONFIG": str(runner_kubeconfig)})  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
-    assert summary["platform"] == "kubernetes" and summary["status"] == "complete"
-    environment = summary["environment"]
-    assert environment["kubernetes"].startswith("v1.34")
+    scenario = scenario_file(tmp_path, **ROUNDS_SEARCH)
+    sweep = sizer("--scenario", str(scenario), "--envoy-cpus", "0.15,0.3", kubeconfig=runner_kubeconfig,
+                  results=tmp_path)  # fmt: skip
+    run_dir = run_dir_of(tmp_path)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and len(json.loads((run_dir / "summary.json").read_text())["configs"]) < 2:
+        time.sleep(1)  # the first round has started both configurations: Envoy rolled out with the run's args
+    first_pods = _envoy_pods(admin)
+    out, err = sweep.communicate(timeout=1800)
+    assert sweep.returncode == 0, err[-3000:]
+    summary = load_summary(run_dir)
+    assert summary.platform == "kubernetes" and summary.status == "complete"
+    assert (summary.environment.kubernetes or "").startswith("v1.34")
     # the runner's account reads no node: the CPU manager policy is recorded as unknown, with the reason
-    assert environment["isolation"]["cpu_manager_policy"].startswith("unknown ("), environment["isolation"]
-    knees = []
-    for config in summary["configs"]:
-        assert config["status"] == "saturated", config["reason"]
-        knee, rates = config["knee"], [(s["rps"], s["cpu_utilization_mean"]) for s in config["steps"]]
-        below, above = [r for r, u in rates if u < 0.9], [r for r, u in rates if u >= 0.9]
-        assert below and above and min(below) <= knee["rps"] <= max(above), (knee, rates)  # measured, not assumed
-        assert knee["low"] is None or knee["low"] <= knee["rps"] <= knee["high"], knee
-        assert config["envoy"]["concurrency"] == 1  # auto: one worker per started core, set by the patch
-        knees.append(config["knee"]["rps"])
-    steps = {
-        c["envoy"]["cpu"]: [f"{s['rps']:.0f} RPS {s['cpu_utilization_mean']:.0%}" for s in c["steps"]]
-        for c in summary["configs"]
-    }
-    # Twice the CPU serves 1.7-3.6x the RPS on this 2-core cluster (14 runs: 13 within 1.73-2.49, then
-    # 324 -> 1,165 = 3.59x in a CI run on 2026-11-25, where the 150m windows at ~270 RPS read 63-91%):
-    # at 300m Envoy's cost per request is ~200 us in some runs and ~160 us in others, and at 150m (15 ms of CPU
-    # per 100 ms period) it moves more, a spread not explained by where threads run, burst size or cAdvisor (it
-    # matches the cgroup's own counter within 3%). The lower bound catches both configurations run at one cap (~1x) or
-    # swapped caps (<1x). The upper bound is loose: past 6x, 150m would cost three times the CPU per request of 300m,
-    # which no run came near (at most 1.8x).
-    assert 1.6 <= knees[1] / knees[0] <= 6.0, f"knees {knees}, steps {steps}"
+    isolation = summary.environment.isolation
+    assert isolation is not None and (isolation.cpu_manager_policy or "").startswith("unknown ("), isolation
+    assert summary.rounds is not None and [r.number for r in summary.rounds.rounds] == [1, 2, 3]
+    for config in summary.configs:
+        assert config.status == "saturated", (config.reason, config.search)
+        knee = config.knee
+        assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
+        rates = [(s.rps, s.cpu_utilization_mean) for s in config.steps]
+        assert any(r < knee.rps and u < 0.9 for r, u in rates) and any(r > knee.rps and u >= 0.9 for r, u in rates)
+        assert config.envoy.concurrency == 1  # auto: one worker per started core, set by the patch
+        assert all(s.throttled_share is not None for s in config.steps)  # cAdvisor's CFS counters reach the run
+        assert any(s.throttled_share for s in config.steps if s.cpu_utilization_mean >= 0.9)  # the kubelet's quota
+        if knee.interval is None:
+            assert config.search is not None and "no interval" in config.search, config.search
+    # between rounds the kubelet resized the same pods in place: no rollout, no restart
+    assert _envoy_pods(admin) == first_pods, "Envoy's pods were replaced or restarted between rounds"
+    assert "speed moved" in out or "was not measured" in out
     assert workloads.get_pod_resources(admin, ENVOY) == before
     assert workloads.get_args(admin, ENVOY) == args_before
     assert workloads.changed_by(admin, ENVOY) is None
+    for pod in live_pods(admin, ENVOY):  # the pods run with the template's resources again
+        assert running_resources(admin, pod, "envoy") == (before["envoy"] or None) or not before["envoy"], pod
     selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
     for listed in (
         admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector),

@@ -112,7 +112,8 @@ def test_a_drift_faster_than_a_round_is_not_cancelled_by_pairing(tmp_path):
         counted += 1
         held += ratio.low <= truth <= ratio.high
         wider += ratio.half_width >= small.knee.half_width
-    assert counted >= 18 and held >= counted - 2 and wider >= counted // 2, (held, wider, counted)
+    # some runs under this drift get no interval for a knee (the product says so): the others are judged
+    assert counted >= 15 and held >= counted - 2 and wider >= counted // 2, (held, wider, counted)
 
 
 def test_the_control_window_reports_the_machines_drift_during_the_run(tmp_path):

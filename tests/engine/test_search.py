@@ -13,6 +13,7 @@ import statistics
 from fake_platform import SimulatedEnvoy, simulate_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sizer_testing import examples
 
 from runner.knee import find_capacity, find_knee
 from runner.model import Step
@@ -108,7 +109,7 @@ def test_the_scenario_chooses_the_search_and_its_start():
     assert isinstance(hinted, AdaptiveSearch) and hinted.start == 0.6 * 4000 * 0.5
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(
     limit=st.floats(0.05, 16.0),
     exponent=st.floats(0.5, 1.0),

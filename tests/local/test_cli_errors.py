@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from sizer_testing import PROJECT_ROOT, run_sizer
 
+from runner.scenario import SWEEP_OPTIONS
+
 
 def _one_clear_line(result, *fragments: str) -> None:
     assert result.returncode == 2, result.stderr
@@ -58,9 +60,8 @@ def test_port_in_use_names_the_port_and_how_to_free_it(tmp_path: Path):
 
 
 # Make variables reach the CLI through the environment: no value can run as shell or make code.
-MAKE_VARIABLES = {"SCENARIO", "PLATFORM", "ENVOY_CPUS", "ENVOY_MEMORY", "NGINX_REPLICAS", "WORKERS", "USERS"}
-MAKE_VARIABLES |= {"STEP_SECONDS", "CLIENT", "RUN", "TARGET_RPS", "HEADROOM", "A", "B", "THRESHOLD_PCT"}
-MAKE_VARIABLES |= {"CORES_PER_REPLICA", "OUTPUT", "ARRIVALS", "PROFILES", "PROFILE"}
+MAKE_VARIABLES = {option.variable for option in SWEEP_OPTIONS}
+MAKE_VARIABLES |= {"RUN", "TARGET_RPS", "HEADROOM", "CORES_PER_REPLICA", "OUTPUT", "PROFILE", "A", "B", "THRESHOLD_PCT"}
 # Set when this test runs under `make test` (as in CI): a sub-make then calls itself make[1] in its messages.
 MAKE_CONTEXT = {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}
 MAKE_FAILED = re.compile(r"make(\[\d+\])?: \*\*\* ")  # make's own "recipe failed" line, at any level

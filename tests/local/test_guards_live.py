@@ -1,48 +1,119 @@
-"""Each validity guard provoked for real on the local platform, and the verdict it leads to."""
+"""Each validity guard provoked for real on the local platform, and the verdict it leads to: every test names
+the one guard its fault must fire first (the verdict's reason is that guard's message)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from sizer_testing import run_sizer
+from sizer_testing import PROJECT_ROOT, SIZER, run_sizer
+
+from runner.paths import state_dir
 
 pytestmark = pytest.mark.slow
+ONE_ROUND = {"step_seconds": 4, "warmup_seconds": 2, "settle_seconds": 2, "max_steps": 6, "rounds": 1}
 
 
-def _sweep(tmp_path: Path, **sections: dict) -> dict:
-    load = {"step_seconds": 4, "warmup_seconds": 2, "settle_seconds": 2, "max_steps": 6, **sections.pop("load", {})}
+def _scenario(tmp_path: Path, **sections: dict) -> Path:
+    load = {**ONE_ROUND, **sections.pop("load", {})}
     scenario = {"name": "guard", "envoy": {"cpu": [0.5]}, **sections, "load": load}
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
+    return path
+
+
+def _sweep(tmp_path: Path, **sections: dict) -> dict:
+    path = _scenario(tmp_path, **sections)
     result = run_sizer("sweep", "--scenario", str(path), "--free-ports", "--results", str(tmp_path / "r"), timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())["configs"][0]
 
 
-def _fired(config: dict) -> set[str]:
-    return {g["guard"] for step in config["steps"] for g in step["guards"]}
+def _first_guard(config: dict) -> str:
+    """The guard the verdict names: the first finding of the first window that has one."""
+    return next(s["guards"][0]["guard"] for s in config["steps"] if s["guards"])
 
 
-def test_one_fasthttp_worker_against_a_large_envoy_cap_is_generator_bound(tmp_path):
-    config = _sweep(tmp_path, envoy={"cpu": [2]}, load={"client": "fasthttp", "workers": 1, "start_rps": 2000})
-    assert config["status"] == "invalid"
-    assert _fired(config) & {"generator-saturated", "generator-shortfall"}
+def _background_sweep(tmp_path: Path, **sections: dict) -> tuple[subprocess.Popen, str]:
+    """A sweep started in the background; returns it and its gateway's URL once its first window is saved."""
+    command = [*SIZER, "sweep", "--scenario", str(_scenario(tmp_path, **sections)), "--free-ports",
+               "--results", str(tmp_path / "r")]  # fmt: skip
+    sweep = subprocess.Popen(command, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    summary = tmp_path / "r" / "latest" / "summary.json"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert sweep.poll() is None, sweep.communicate()
+        configs = json.loads(summary.read_text())["configs"] if summary.exists() else []
+        if configs and configs[0]["steps"]:
+            record = json.loads((state_dir() / f"sweep-{sweep.pid}.json").read_text())
+            return sweep, record["urls"]["gateway"]
+        time.sleep(0.3)
+    sweep.kill()
+    pytest.fail("the sweep measured no window in 180 s")
+
+
+def _finish(sweep: subprocess.Popen, tmp_path: Path) -> dict:
+    _out, err = sweep.communicate(timeout=300)
+    assert sweep.returncode == 0 and "Traceback" not in err, err[-2000:]
+    return json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())["configs"][0]
+
+
+def test_one_fasthttp_worker_offered_far_more_than_it_can_send_is_generator_saturated(tmp_path):
+    # FastHttpUser sends about 5,000 paced requests per core; 30,000 offered keeps its one worker busy on any machine
+    config = _sweep(tmp_path, envoy={"cpu": [1]},
+                    load={"client": "fasthttp", "workers": 1, "search": "fixed", "rps": [30000]})  # fmt: skip
+    assert config["status"] == "invalid" and _first_guard(config) == "generator-saturated", config["steps"]
+    assert config["reason"].startswith("load generator saturated: a Locust worker at"), config["reason"]
     assert "add Locust workers" in config["reason"]
 
 
-def test_nginx_capped_far_below_envoy_is_backend_bound(tmp_path):
+def test_nginx_capped_far_below_envoy_is_backend_saturated(tmp_path):
     config = _sweep(tmp_path, backend={"cpu": 0.04}, load={"start_rps": 600})
-    assert config["status"] == "invalid"
-    assert _fired(config) & {"backend-saturated", "throughput-flat"}
-    assert "nginx" in config["reason"] or "backend" in config["reason"]
+    assert config["status"] == "invalid" and _first_guard(config) == "backend-saturated", config["steps"]
+    assert config["reason"].startswith("backend saturated: an nginx replica at"), config["reason"]
 
 
 def test_a_backend_answering_errors_fails_the_failure_guard(tmp_path):
     config = _sweep(tmp_path, backend={"response_status": 503}, load={"start_rps": 200})
-    assert config["status"] == "invalid"
-    assert "failures" in _fired(config)
+    assert config["status"] == "invalid" and _first_guard(config) == "failures"
     assert config["steps"][0]["fail_ratio"] == 1.0
     assert config["reason"].startswith("100.0% of requests failed")
+
+
+def test_load_that_reaches_envoy_past_locust_fires_the_rps_mismatch_guard(tmp_path):
+    # Locust offers 100 RPS; once its first window is saved, the open-loop generator (bench/openloop) adds 300 RPS
+    # of its own at the same gateway for 20 s: Envoy counts four times what the client does, at a utilization far
+    # below the threshold (400 RPS at 500m).
+    sweep, gateway = _background_sweep(tmp_path, load={"search": "fixed", "rps": [100, 100, 100, 100]})
+    generator = [sys.executable, str(PROJECT_ROOT / "bench" / "openloop.py"), "--url", gateway]
+    foreign = subprocess.run([*generator, "--rate", "300", "--duration", "20", "--arrivals", "poisson"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert foreign.returncode == 0, foreign.stderr
+    config = _finish(sweep, tmp_path)
+    assert config["status"] == "invalid" and _first_guard(config) == "rps-mismatch", config["steps"]
+    assert config["reason"].startswith("client counted "), config["reason"]
+
+
+def test_connections_reset_under_a_keepalive_profile_fire_the_connections_off_profile_guard(tmp_path):
+    # A middlebox resetting connections: once the first window is saved, every established connection to the
+    # gateway is destroyed (ss -K) once a second for 20 s; the lean client connects again, so Envoy accepts about
+    # as many new connections per second as there are users (about 0.2 per request at 5 RPS per user) on a
+    # profile that asks for none.
+    sweep, gateway = _background_sweep(tmp_path, load={"search": "fixed", "rps": [200, 200, 200, 200]})
+    port = urlsplit(gateway).port
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        killed = subprocess.run(["ss", "-K", "dst", "127.0.0.1", "dport", "=", f":{port}"], capture_output=True,
+                                text=True, timeout=10)  # fmt: skip
+        assert killed.returncode == 0, f"ss -K cannot destroy sockets here (CONFIG_INET_DIAG_DESTROY?): {killed.stderr}"
+        time.sleep(1)
+    config = _finish(sweep, tmp_path)
+    assert config["status"] == "invalid" and _first_guard(config) == "connections-off-profile", config["steps"]
+    assert "on a keep-alive profile" in config["reason"], config["reason"]

@@ -34,7 +34,7 @@ def test_baseline_fixed_loads_and_a_replica_sweep_in_one_real_run(tmp_path: Path
     scenario["envoy"]["cpu"] = [0.25]
     scenario["backend"]["replicas"] = [1, 2]
     scenario["baseline"] = {"enabled": True, "users": 10}
-    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=4, warmup_seconds=2, settle_seconds=1)
+    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=4, warmup_seconds=2, settle_seconds=1, rounds=1)
     path = tmp_path / "modes.yaml"
     path.write_text(yaml.safe_dump(scenario))
     result = run_sizer("sweep", "--scenario", str(path), "--free-ports", "--results", str(tmp_path), timeout=800)
@@ -49,8 +49,6 @@ def test_baseline_fixed_loads_and_a_replica_sweep_in_one_real_run(tmp_path: Path
     # Envoy round-robins: with two replicas the busiest one does about half the backend's work
     for step in two["steps"]:
         assert step["backend_cpu_max"] < 0.75 * step["backend_cpu_cores"], step
-    for step in one["steps"]:
-        assert step["backend_cpu_max"] == pytest.approx(step["backend_cpu_cores"], rel=0.1), step
 
     baseline = summary["baseline"]
     direct, gateway = baseline["direct"]["rps"], baseline["gateway"]["rps"]

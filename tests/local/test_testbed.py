@@ -61,13 +61,21 @@ def test_envoy_limits_are_a_cgroup_quota_and_published_under_cadvisor_names(test
     assert exported[("container_memory_working_set_bytes", "envoy-local")]["value"] > 1e6
 
 
-def test_restarting_envoy_with_new_limits_replaces_the_process(testbed_factory):
+def test_new_limits_are_written_in_place_and_a_new_bootstrap_or_a_fresh_start_replaces_the_process(testbed_factory):
     testbed = testbed_factory()
     testbed.scale_backend(1)
-    testbed.start_envoy(0.2, None, 1)
-    first = testbed.containers["envoy-local"].process.pid
-    testbed.start_envoy(0.4, None, 1)
-    assert testbed.containers["envoy-local"].process.pid != first
+    testbed.start_envoy(0.2, 256 * 2**20, 1)
+    envoy = testbed.containers["envoy-local"]
+    first = envoy.process.pid
+    testbed.start_envoy(0.4, 512 * 2**20, 1)  # as an in-place resize: the same process, new limits
+    assert envoy.process.pid == first and envoy.cgroup.cpu_quota() == (40000, 100000)
+    assert envoy.cgroup.memory_limit_bytes() == 512 * 2**20
+    assert requests.get(testbed.gateway_url, headers={"Host": "external.nginx"}, timeout=5).ok
+    testbed.start_envoy(0.4, 512 * 2**20, 2)  # another worker count: another process, as a rollout
+    second = testbed.containers["envoy-local"].process.pid
+    assert second != first
+    testbed.start_envoy(0.4, 512 * 2**20, 2, fresh=True)  # the memory model's fresh Envoy per point
+    assert testbed.containers["envoy-local"].process.pid not in (first, second)
     assert testbed.containers["envoy-local"].cgroup.cpu_quota() == (40000, 100000)
     assert requests.get(testbed.gateway_url, headers={"Host": "external.nginx"}, timeout=5).ok
 

@@ -74,7 +74,9 @@ def test_the_web_ui_tabs_show_the_run_live(tmp_path: Path):
     assert values["Configuration"] == f"1/1: {label}"
     assert values["Envoy CPU limit"].startswith("0.25 cores; knee at 90%")
     assert values["Runner last heard"].endswith("s ago")
+    assert values["Round"] == f"1 of {scenario['load']['rounds']}"  # interleaved rounds: the first
     first = next(r for r in windows if r[0] == "1")  # the newest first; window 1 as summary.json has it
     assert first[1] == f"{steps[0]['target_rps']:,.0f}" and first[2] == f"{steps[0]['rps']:,.0f}"
     assert first[4].startswith(f"{steps[0]['cpu_utilization_mean']:.0%}")
+    assert first[6] == "1" and first[7] in ("steady", "throttled")  # the window's round and regime
     assert not [e for e in errors if "favicon" not in e], errors

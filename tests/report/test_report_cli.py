@@ -7,7 +7,7 @@ from pathlib import Path
 from report_data import THREE_LIMITS_RUN, copy_run, fixture_summary
 from sizer_testing import run_sizer
 
-from runner import cli
+from runner.commands.report import report_after_sweep
 
 
 def _one_clear_line(result, *fragments: str) -> None:
@@ -108,7 +108,7 @@ def test_a_sweep_that_ended_early_still_gets_its_report(tmp_path: Path, capsys):
     summary.status = "interrupted"
     summary.configs[1].status, summary.configs[1].knee = "running", None
     run_dir = copy_run(tmp_path, summary)
-    cli._report_after_sweep(run_dir, summary)
+    report_after_sweep(run_dir, summary)
     assert (run_dir / "report.html").is_file() and (run_dir / "report.md").is_file()
     assert capsys.readouterr().out.strip() == f"Report: {run_dir / 'report.html'}"
 
@@ -118,7 +118,7 @@ def test_no_report_before_any_configuration_finished(tmp_path: Path, capsys):
     for config in summary.configs:
         config.status = "running"
     run_dir = copy_run(tmp_path, summary)
-    cli._report_after_sweep(run_dir, summary)
+    report_after_sweep(run_dir, summary)
     assert not (run_dir / "report.html").exists()
     assert capsys.readouterr().out == ""
 
@@ -127,7 +127,7 @@ def test_a_failing_report_does_not_hide_the_sweep_outcome(tmp_path: Path, capsys
     summary = fixture_summary()
     run_dir = copy_run(tmp_path, summary)
     (run_dir / "plots").write_text("a file where the plots folder goes")
-    cli._report_after_sweep(run_dir, summary)  # must not raise
+    report_after_sweep(run_dir, summary)  # must not raise
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gateway-sizer: report not written (")
     assert f"run `gateway-sizer report {run_dir}`" in err[0]

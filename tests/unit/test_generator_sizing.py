@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+import runner.generator_sizing
 from runner import calibrate, cli
 from runner.errors import UsageError
 from runner.generator_sizing import is_auto, load_sized
@@ -40,6 +41,23 @@ def test_auto_sizes_for_the_largest_configuration_by_hand():
     one_core = Overrides(platform="kubernetes", client="fasthttp", envoy_cpus="1", workers="auto")
     smaller, _ = load_sized("local", one_core)
     assert smaller.load.workers == 17  # ceil(8,250 / 496.5)
+
+
+def test_auto_reads_and_validates_the_scenario_once(monkeypatch):
+    calibrate.save(HEAVY)
+    calls: list[str] = []
+
+    def counted(name: str):
+        real = getattr(runner.generator_sizing, name)
+        return lambda *args, **kwargs: calls.append(name) or real(*args, **kwargs)
+
+    for name in ("read_scenario", "parse_scenario"):
+        monkeypatch.setattr(runner.generator_sizing, name, counted(name))
+    scenario, _ = load_sized("local", SIX_CORES)
+    assert scenario.load.workers == 100 and calls == [
+        "read_scenario",
+        "parse_scenario",
+    ]  # the count then replaces load.workers
 
 
 def test_plan_prints_the_sized_workers_and_how(capsys):

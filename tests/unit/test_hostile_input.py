@@ -20,25 +20,34 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
+from sizer_testing import FUZZ_SCALE, examples
 
 import runner.platforms
 from runner import cli
 from runner import scenario as schema
+from runner.commands import report as report_commands
+from runner.commands import sweep as sweep_commands
+from runner.commands import testbed as testbed_commands
 from runner.paths import SCENARIO_DIR
 from runner.plan import plan_sweep
 from runner.platforms.local.platform import LocalPlatform
 from runner.profiles import MAX_BODY_BYTES, MAX_PROFILES, MIN_BODY_BYTES
 from runner.quantities import parse_cpu, parse_memory, parse_number_list
 
-_FUZZ = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_FUZZ = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def fuzz(examples: int) -> settings:
-    """Hypothesis settings for `examples` cases: no deadline (a busy machine), no example database in the tree."""
-    return settings(_FUZZ, max_examples=examples)
+def fuzz(count: int) -> settings:
+    """Hypothesis settings for `count` examples: a fixed set in the gate, `count` x GATEWAY_SIZER_FUZZ fresh ones
+    under `make fuzz` (tests/conftest.py); each test's @example()s are inputs that once failed."""
+    return settings(_FUZZ, max_examples=examples(count))
+
+
+def test_the_gate_draws_the_same_examples_on_every_run():
+    assert settings.default.derandomize == (FUZZ_SCALE == 1) and settings.default.database is None
 
 
 RUN = Path(__file__).resolve().parent.parent / "report" / "data" / "local-100m-200m-300m"
@@ -84,13 +93,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         raise Accepted
 
     monkeypatch.setenv("GATEWAY_SIZER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sweep_commands, "RESULTS_ROOT", tmp_path / "default-results")  # never the project's
     monkeypatch.setattr(runner.platforms, "create_platform", accepted)
     monkeypatch.setattr(LocalPlatform, "for_hand_testbed", classmethod(accepted))
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
     def run(*argv: str) -> Outcome:
         results = Path(tempfile.mkdtemp(dir=tmp_path, prefix="results-"))
-        if argv[0] == "sweep":
+        if argv[0] == "sweep" and not any(arg.startswith("--results") for arg in argv):
             argv = (*argv, "--results", str(results))
         capsys.readouterr()
         code, accepted = None, False
@@ -110,7 +120,8 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 
 def assert_bounded(argv: list[str]) -> None:
     """What the CLI accepted is within every bound and safe to send: checked on the validated scenario."""
-    scenario = cli._load(cli.build_parser().parse_args(argv))
+    args = cli.build_parser().parse_args(argv)
+    scenario = sweep_commands.load(args, sweep_commands.overrides_from(args))
     numbers: list[float] = []
 
     def walk(value: object) -> None:
@@ -200,6 +211,7 @@ NASTY = [
     "\u2028",
     "\ufeff",
     "-h",
+    "--",
     "--help",
     "=",
     "500m",
@@ -306,7 +318,7 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
     outcome = run_cli("testbed", "up", f"--envoy-cpu={value}")
     outcome.check("--envoy-cpu")
     if outcome.accepted and value:  # an empty --envoy-cpu= is the scenario's first limit
-        assert 0.01 <= parse_cpu(value) <= cli.MAX_TESTBED_CPU
+        assert 0.01 <= parse_cpu(value) <= testbed_commands.MAX_TESTBED_CPU
 
 
 @fuzz(200)
@@ -325,6 +337,10 @@ def test_testbed_envoy_cpu_is_accepted_or_refused_in_one_line(run_cli, value):
     ),
     value=values,
 )
+# Found by a random run (2026-11-25): `--flag=--` reached the command as an empty list (a TypeError traceback).
+@example(command="recommend-target", value="--")
+@example(command="recommend-output", value="--")
+@example(command="recommend-profile", value="--")
 def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, value):
     if command in ("recommend-connections", "recommend-routes"):
         name = "--" + command.removeprefix("recommend-")
@@ -360,7 +376,54 @@ def test_report_options_are_accepted_or_refused_in_one_line(run_cli, command, va
     elif outcome.code == 0 and value:  # an empty --cores-per-replica= chooses a measured limit
         assert math.isfinite(float(value))
         if command == "recommend-cores":
-            assert cli.MIN_CORES_PER_REPLICA <= float(value) <= cli.MAX_CORES_PER_REPLICA
+            assert report_commands.MIN_CORES_PER_REPLICA <= float(value) <= report_commands.MAX_CORES_PER_REPLICA
+
+
+# Run names and results folders: paths the system refuses (too long, a file as a folder, NUL) are one line too.
+run_names = st.one_of(
+    st.sampled_from(NASTY),
+    st.text(alphabet=NASTY_CHARS, max_size=30),
+    st.text(alphabet="a/.", min_size=250, max_size=6000),
+)
+
+
+@fuzz(100)
+@given(command=st.sampled_from(["recommend", "compare", "resume"]), name=run_names)
+# Found by hand (2026-11-25): a name the system refuses (ENAMETOOLONG, NUL) was a traceback from Path.is_file().
+@example(command="recommend", name="a" * 5000)
+@example(command="compare", name="a/" * 3000)
+@example(command="resume", name="a\x00b")
+def test_run_names_are_found_or_refused_in_one_line(run_cli, command, name):
+    if command == "recommend":
+        outcome = run_cli("recommend", "--target-rps=5000", f"--run={name}")
+    elif command == "compare":
+        outcome = run_cli("compare", name, str(RUN))
+    else:
+        outcome = run_cli("sweep", f"--resume={name}")
+    outcome.check("run")
+
+
+# Relative folders only (made under the test's folder), no "." or ".." part, never empty (that is results/).
+folder_parts = st.text(alphabet=NASTY_CHARS.replace("/", ""), min_size=1, max_size=12).filter(lambda p: p not in ".")
+relative_folders = st.one_of(
+    st.lists(folder_parts, min_size=1, max_size=4).map("/".join),
+    st.integers(256, 6000).map(lambda n: "a" * n),  # past NAME_MAX (255)
+    st.integers(2049, 3000).map(lambda n: "a/" * n),  # past PATH_MAX (4096), made of short parts
+)
+
+
+@fuzz(30)  # each accepted folder gets a run directory written with fsync: slow on a busy disk
+@given(folder=relative_folders)
+# Found by hand (2026-11-25): a results folder that cannot be made was a traceback from mkdir().
+@example(folder="/dev/null/x")
+@example(folder="/proc/1/results")
+@example(folder="/etc/passwd")
+@example(folder="a" * 5000)
+@example(folder="\x00")  # found by this test on its first run
+def test_a_results_folder_is_made_or_refused_in_one_line(run_cli, tmp_path, monkeypatch, folder):
+    monkeypatch.chdir(tmp_path)  # a relative folder is made here, never in the project
+    outcome = run_cli("sweep", "--envoy-cpus=0.25", f"--results={folder}")
+    outcome.check("run folder")
 
 
 # Scenario files: a valid scenario with wrong types, misspelt keys, nested garbage, nulls, huge numbers, nan/inf
@@ -559,13 +622,14 @@ def test_any_file_content_is_accepted_or_refused_in_one_line(run_cli, tmp_path, 
 # The parsers underneath, straight: finite values or a ValueError, nothing else.
 @fuzz(300)
 @given(value=garbage | values)
+@example(value=10**400)  # a whole number of bytes is exact at any size (the field bounds it): no float() of it
 def test_quantity_parsers_return_finite_values_or_raise_value_error(value):
     for parse in (parse_cpu, parse_memory):
         try:
             parsed = parse(value)
         except ValueError:
             continue
-        assert math.isfinite(parsed) and parsed > 0
+        assert parsed > 0 and (isinstance(parsed, int) or math.isfinite(parsed)), parsed
     if isinstance(value, str):
         try:
             numbers = parse_number_list(value, what="X", max_count=1000)
@@ -653,6 +717,11 @@ def test_a_null_section_with_an_override_is_no_traceback(run_cli, tmp_path):
         (["recommend", "--routes=1.5", "--run", str(MEMORY_RUN)], "--routes must be a whole number"),
         (["recommend", "--connections=100", "--run", str(RUN)], "has no memory model"),
         (["recommend", "--run", str(RUN)], "recommend needs --target-rps N (CPU), --connections N"),
+        (["recommend", "--target-rps=--", "--run", str(RUN)], "--target-rps must be a number, got '--'"),
+        (["recommend", "--target-rps=5000", "--output=--", "--run", str(RUN)], "--output must be text or yaml"),
+        (["recommend", "--target-rps=5000", "--profile=--", "--run", str(RUN)], "no traffic profile '--'"),
+        (["plan", "--envoy-cpus=--"], "ENVOY_CPUS='--' is not a number list"),
+        (["sweep", "--resume=--"], "no run found at --"),
     ],
 )
 def test_known_hostile_values_are_refused_in_one_line(run_cli, argv, expected):

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from simulated_envoy import make_step
 
+import runner.generator_sizing
+import runner.scenario
 from runner.cli import main
 from runner.plan import plan_sweep
 from runner.results import RunStore, load_summary
@@ -60,3 +62,18 @@ def test_resume_names_the_first_field_an_override_would_change(tmp_path, capsys,
         f"gateway-sizer: --resume: {field} differs from what run {store.run_dir.name} measured: "
         "resume without --scenario or overrides, or start a new run\n"
     )
+
+
+def test_resume_with_an_override_reads_the_runs_scenario_once(tmp_path, monkeypatch):
+    store = RunStore.create(parse_scenario(SCENARIO), tmp_path)
+    read = runner.scenario.read_scenario
+    paths: list[str] = []
+
+    def counted(name):
+        paths.append(name)
+        return read(name)
+
+    monkeypatch.setattr(runner.scenario, "read_scenario", counted)
+    monkeypatch.setattr(runner.generator_sizing, "read_scenario", counted)
+    assert main(["sweep", "--resume", str(store.run_dir), "--step-seconds", "12"]) == 2  # refused before it starts
+    assert paths == [str(store.run_dir / "scenario.yaml")]

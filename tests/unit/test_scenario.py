@@ -80,7 +80,7 @@ def test_overrides_replace_scenario_values():
     ("overrides", "message"),
     [
         (Overrides(envoy_cpus="abc"), "ENVOY_CPUS='abc' is not a number list"),
-        (Overrides(workers="1.5"), "WORKERS='1.5' must be whole numbers"),
+        (Overrides(workers="1.5"), "WORKERS='1.5' must be a whole number"),
         (Overrides(workers="1,2"), "WORKERS='1,2' must be a single number"),
         (Overrides(envoy_cpus="-1"), "ENVOY_CPUS"),
     ],

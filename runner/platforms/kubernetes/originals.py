@@ -23,6 +23,7 @@ from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
+from runner.platforms.kubernetes.resize import resize_back
 from runner.platforms.kubernetes.workloads import (
     Workload,
     scale,
@@ -48,6 +49,7 @@ class Original:
     args: list[str] | None = None
     args_changed: bool = False
     marked: bool = False
+    pods_resized: bool = False  # its pods were resized in place: restore replaces those that differ from the template
 
 
 @dataclass
@@ -104,7 +106,8 @@ class ClusterChanges:
     @property
     def pending(self) -> bool:
         return bool(self.created) or any(
-            o.resources_changed or o.args_changed or o.replicas_changed or o.marked for o in self.originals
+            o.resources_changed or o.args_changed or o.replicas_changed or o.marked or o.pods_resized
+            for o in self.originals
         )
 
 
@@ -163,6 +166,12 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         for original in changes.originals:
             try:
                 wait_rolled_out(cluster, original.workload, timeout_s)
+                if original.pods_resized:
+                    resized = resize_back(cluster, original.workload, timeout_s)
+                    original.pods_resized = False
+                    save()
+                    if resized:
+                        done.append(f"resized {resized} pod(s) of {original.workload} back to its template")
             except Exception as error:
                 problems.append(str(error))
     if problems:

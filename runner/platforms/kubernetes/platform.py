@@ -12,6 +12,7 @@ memory model's extra routes are HTTPProxies the run creates and times (routes.py
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,12 @@ from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
 from runner.platforms.kubernetes.loadgen import ClusterLocust
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
+from runner.platforms.kubernetes.resize import ResizeUnsupported, live_pods, resize_in_place, running_resources
 from runner.platforms.kubernetes.routes import GatewayRoutes
 from runner.platforms.kubernetes.tls import GatewayTls, tls_url
 from runner.platforms.kubernetes.workloads import Workload
 from runner.profiles import TrafficProfile
-from runner.quantities import format_cpu
+from runner.quantities import format_cpu, parse_cpu
 from runner.scenario import LoadSpec, Scenario
 
 
@@ -57,6 +59,8 @@ class KubernetesPlatform(Platform):
         self.cluster: Cluster | None = None
         self.lease: GatewayLease | None = None
         self.envoy: Workload | None = None
+        self._applied: Configuration | None = None  # the configuration the workloads run with now
+        self.resize_refused: str | None = None  # why Envoy's pods cannot be resized in place (rollouts instead)
         self.contour: Workload | None = None
         self.backend: Workload | None = None
         self._locust: LocustMaster | None = None
@@ -118,18 +122,44 @@ class KubernetesPlatform(Platform):
         return metrics
 
     def apply(self, config: Configuration, *, fresh: bool = False) -> None:
-        """Patch and roll out the workloads, then make the configuration's extra routes exist (the memory
-        model's HTTPProxies, routes.py), timing those it creates."""
+        """Resize Envoy's pods in place when only its CPU and memory change from the configuration applied
+        before (resize.py), else patch and roll out the workloads; then make the configuration's extra routes
+        exist (the memory model's HTTPProxies, routes.py), timing those it creates."""
         self.check()
         cluster = self._cluster()
-        for workload in self.patch(config):
-            workloads.wait_rolled_out(cluster, workload, self.scenario.kubernetes.rollout_timeout_s)
+        if fresh or not self._resized(cluster, config):
+            for workload in self.patch(config):
+                workloads.wait_rolled_out(cluster, workload, self.scenario.kubernetes.rollout_timeout_s)
+        self._applied = config
         self._check_envoy_limit(cluster, config)
         self._check_served(config.profile)
         self._programming = None
         if config.extra_routes or self.routes.existing():
             self._programming = self.routes.ensure(cluster, config.extra_routes, self.locust,
                                                    self.scenario.kubernetes.gateway_url)  # fmt: skip
+
+    def _resized(self, cluster: Cluster, config: Configuration) -> bool:
+        """Give the running Envoy pods the configuration's CPU and memory in place, when nothing else changes
+        from the configuration applied before and the cluster can; False when a rollout must do it."""
+        before, envoy = self._applied, self.envoy
+        if before is None or envoy is None or self.resize_refused is not None:
+            return False
+        same = replace(before, envoy_cpu_cores=config.envoy_cpu_cores, envoy_memory_bytes=config.envoy_memory_bytes)
+        if same != replace(config, profile=before.profile, arrivals=before.arrivals):
+            return False
+        sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes,
+                                        guaranteed=self.scenario.envoy.guaranteed_qos)  # fmt: skip
+        original = self.changes.original(envoy)
+        if original is not None and not original.pods_resized:  # recorded first: restore puts the pods back
+            original.pods_resized = True
+            self._mark(cluster, original)
+            self.changes.save()
+        try:
+            resize_in_place(cluster, envoy, sized, self.scenario.kubernetes.rollout_timeout_s)
+        except ResizeUnsupported as refused:
+            self.resize_refused = str(refused)  # the report says that rounds cost rollouts here
+            return False
+        return True
 
     def route_programming(self) -> RouteProgramming | None:
         return self._programming
@@ -219,14 +249,16 @@ class KubernetesPlatform(Platform):
         workloads.mark_changed(cluster, original.workload, self.run_id)
 
     def _check_envoy_limit(self, cluster: Cluster, config: Configuration) -> None:
-        """The patch held: the CPU limit, the QoS class and the worker threads are what was asked."""
+        """The patch held: every Envoy pod runs with the CPU limit asked (what its kubelet reports, after a
+        rollout or a resize in place), and the QoS class and the worker threads are what was asked."""
         assert self.envoy is not None
-        limits = (workloads.get_resources(cluster, self.envoy) or {}).get("limits", {})
-        if limits.get("cpu") != format_cpu(config.envoy_cpu_cores):
-            raise PlatformError(
-                f"{self.envoy} has CPU limit {limits.get('cpu')} after the patch, "
-                f"not {format_cpu(config.envoy_cpu_cores)} (an admission webhook or operator?)"
-            )
+        for pod in live_pods(cluster, self.envoy):
+            limits = (running_resources(cluster, pod, self.envoy.container) or {}).get("limits") or {}
+            if "cpu" not in limits or parse_cpu(limits["cpu"]) != config.envoy_cpu_cores:
+                raise PlatformError(
+                    f"{self.envoy}: pod {pod.metadata.name} runs with CPU limit {limits.get('cpu')}, "
+                    f"not {format_cpu(config.envoy_cpu_cores)} (an admission webhook or operator?)"
+                )
         if self.scenario.envoy.guaranteed_qos:
             for pod, qos in workloads.pod_qos_classes(cluster, self.envoy).items():
                 if qos != "Guaranteed":

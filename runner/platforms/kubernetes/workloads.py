@@ -263,14 +263,15 @@ def wait_rolled_out(cluster: Cluster, workload: Workload, timeout_s: float) -> N
         time.sleep(POLL_S)
 
 
-def _selector(obj: Any) -> str:
+def pod_selector(obj: Any) -> str:
+    """A workload's pod selector as a label-selector string."""
     labels = obj.spec.selector.match_labels or {}
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
     """One line about the first pod of the workload that is not ready: phase, waiting reason, last event."""
-    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
+    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=pod_selector(obj))
     # a pod being replaced (terminating) says less than the new one that does not come up
     for pod in sorted(pods.items, key=lambda p: p.metadata.deletion_timestamp is not None):
         conditions = {c.type: c for c in pod.status.conditions or []}
@@ -303,7 +304,7 @@ def stuck_pod(cluster: Cluster, workload: Workload, obj: Any) -> str:
 def pod_qos_classes(cluster: Cluster, workload: Workload) -> dict[str, str]:
     """The QoS class of each of the workload's pods that is not being deleted, by pod name."""
     obj = read(cluster, workload)
-    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=_selector(obj))
+    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=pod_selector(obj))
     return {
         str(pod.metadata.name): str(pod.status.qos_class)
         for pod in pods.items

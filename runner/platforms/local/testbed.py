@@ -51,7 +51,7 @@ MONITORING_NAMESPACE = "monitoring"
 START_TIMEOUT_S = 30.0
 LOOPBACK = "127.0.0.1"
 # Open files for Envoy and the Locust master: room for the memory model's held connections (at most
-# 25,000, runner/scenario.py) and their upstream side; raising the hard limit takes CAP_SYS_RESOURCE, which
+# 25,000, runner/scenario/limits.py) and their upstream side; raising the hard limit takes CAP_SYS_RESOURCE, which
 # root in a container may lack (this machine: hard limit 20,000, so at most ~19,000 held connections).
 NOFILE = 65_536
 

@@ -1,0 +1,187 @@
+"""`report`, `recommend` and `compare`: commands that read finished runs; the report written after a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.commands.values import Number
+from runner.errors import UsageError
+from runner.quantities import short_repr
+
+if TYPE_CHECKING:
+    from runner.results import RunSummary
+
+EXIT_REGRESSION = 1
+MAX_TARGET_RPS = 1e9  # recommend --target-rps
+MAX_HEADROOM = 10.0  # recommend --headroom: the knee at most 11x the target
+MIN_CORES_PER_REPLICA = 0.01  # recommend --cores-per-replica: 10m, a Kubernetes CPU request's usual floor
+MAX_CORES_PER_REPLICA = 64.0  # and 64 cores, as testbed up --envoy-cpu
+OUTPUTS = ("text", "yaml")
+MAX_THRESHOLD_PCT = 100.0  # compare --threshold-pct: a knee cannot fall by more than 100%
+
+TARGET_RPS = Number("--target-rps", "5000", high=MAX_TARGET_RPS)
+HEADROOM = Number("--headroom", "0.3", high=MAX_HEADROOM)
+CORES_PER_REPLICA = Number(
+    "--cores-per-replica", "1", high=MAX_CORES_PER_REPLICA, low=MIN_CORES_PER_REPLICA, low_text="0.01 (10m)"
+)
+THRESHOLD_PCT = Number("--threshold-pct", "5", high=MAX_THRESHOLD_PCT)
+
+
+def _write_report(run_dir: Path, summary: RunSummary) -> None:
+    """report.md, report.html and plots/*.png into the run directory, each replaced atomically."""
+    from runner.files import write_atomic
+    from runner.report import read_scenario, render_files
+
+    for name, content in render_files(summary, read_scenario(run_dir)).items():
+        path = run_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, content)
+
+
+def report_after_sweep(run_dir: Path, summary: RunSummary) -> None:
+    """The report at the end of a sweep, also one that ended early; a failing report never hides the sweep's end."""
+    measured_memory = summary.memory is not None and any(p.measured for p in summary.memory.points)
+    if not any(config.finished for config in summary.configs) and not measured_memory:
+        return
+    try:
+        _write_report(run_dir, summary)
+    except Exception as error:
+        print(
+            f"gateway-sizer: report not written ({type(error).__name__}: {error}): "
+            f"run `gateway-sizer report {run_dir}`",
+            file=sys.stderr,
+        )
+        return
+    print(f"Report: {run_dir / 'report.html'}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from runner.results import load_summary, resolve_run
+
+    run_dir = resolve_run(args.run)
+    summary = load_summary(run_dir)
+    measured_memory = summary.memory is not None and any(p.measured for p in summary.memory.points)
+    if not any(config.steps for config in summary.configs) and not measured_memory:
+        raise UsageError(f"run {summary.run_id} has no measured step yet", "report on a run that measured something")
+    _write_report(run_dir, summary)
+    print(f"wrote {run_dir / 'report.md'}")
+    print(f"wrote {run_dir / 'report.html'}")
+    return 0
+
+
+def _counts(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """--connections and --routes: whole numbers from 0 (None when not given)."""
+    from runner.report import memory_sizing as memory
+
+    connections = Number("--connections", "10000", high=memory.MAX_RECOMMEND_CONNECTIONS).optional(args.connections)
+    routes = Number("--routes", "10000", high=memory.MAX_RECOMMEND_ROUTES).optional(args.routes)
+    memory.check_memory_request(connections or 0, routes or 0)
+    return (None if connections is None else int(connections)), (None if routes is None else int(routes))
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from runner.report import memory_sizing as memory
+    from runner.report import scenario_encoding
+    from runner.report.manifests import envoy_manifests, gateway_of_run, memory_manifest
+    from runner.report.replicas import format_replicas, plan_replicas
+    from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
+    from runner.results import load_summary, resolve_run
+
+    connections, routes = _counts(args)
+    target = TARGET_RPS.optional(args.target_rps)
+    if target is None and connections is None and routes is None:
+        raise UsageError(
+            "recommend needs --target-rps N (CPU), --connections N and --routes R (memory), or both",
+            "e.g. recommend --target-rps 5000 --connections 10000 --routes 500",
+        )
+    headroom = HEADROOM(args.headroom)
+    check_request(1.0 if target is None else target, headroom)
+    cores = CORES_PER_REPLICA.optional(args.cores_per_replica)
+    output = args.output or "text"
+    if output not in OUTPUTS:
+        raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
+    run_dir = resolve_run(args.run)
+    summary = load_summary(run_dir)
+    sized = None
+    if connections is not None or routes is not None:
+        fits = memory.require_memory_fits(summary, routes=bool(routes))
+        sized = memory.recommend_memory(fits, connections or 0, routes or 0, headroom)
+    if target is None:
+        assert sized is not None
+        if output == "yaml":
+            print(memory_manifest(sized, gateway_of_run(run_dir, summary), summary.run_id), end="")
+        else:
+            print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
+        return 0
+    series = require_fit(summary, args.profile or None, scenario_encoding(run_dir))
+    rec = recommend(series, target, headroom, memory_bytes=sized.memory_bytes if sized else None)
+    plan = plan_replicas(rec, summary.threshold, cores, summary)
+    if output == "yaml":
+        print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id, sized), end="")
+    else:
+        print(format_recommendation(rec, summary.run_id))
+        print("\n".join(format_replicas(plan)))
+        if sized is not None:
+            print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from runner.report.compare import compare_runs, format_comparison
+    from runner.results import load_summary, resolve_run
+
+    threshold = THRESHOLD_PCT(args.threshold_pct)
+    if not (args.run_a and args.run_b):
+        raise UsageError("compare needs two runs", "gateway-sizer compare RUN_A RUN_B (make compare A=... B=...)")
+    run_a, run_b = (load_summary(resolve_run(name)) for name in (args.run_a, args.run_b))
+    comparison = compare_runs(run_a, run_b, threshold_pct=threshold)
+    print(format_comparison(comparison))
+    return EXIT_REGRESSION if comparison.regressions else 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="write report.md and report.html (with plots) into a run directory")
+    report.add_argument("run", nargs="?", metavar="RUN", help="run directory or id (default: results/latest)")
+    report.set_defaults(func=cmd_report)
+
+    recommend = commands.add_parser(
+        "recommend", help="Envoy CPU for a target RPS; memory and overload settings for connections and routes"
+    )
+    recommend.add_argument("--target-rps", metavar="N", help="requests per second to serve")
+    recommend.add_argument(
+        "--connections",
+        metavar="N",
+        help="idle keep-alive connections one Envoy pod holds: memory from the memory model",
+    )
+    recommend.add_argument("--routes", metavar="R", help="routes (virtual hosts) in Envoy's configuration (default 0)")
+    recommend.add_argument("--headroom", default="0.3", help="the knee this far above the target (default 0.3)")
+    recommend.add_argument("--run", metavar="RUN", help="run whose knees to fit (default: results/latest)")
+    recommend.add_argument(
+        "--cores-per-replica",
+        metavar="CORES",
+        help="Envoy CPU per replica, 0.01-64 (default: the measured limit that runs the fewest cores at N+1)",
+    )
+    recommend.add_argument(
+        "--profile", metavar="NAME", help="the traffic profile to size for (default: the run's first, e.g. plain)"
+    )
+    recommend.add_argument(
+        "--output",
+        default="text",
+        metavar="FORMAT",
+        help="text, or yaml: the envoy container's resources, an HPA and a PDB for kubectl apply (default text)",
+    )
+    recommend.set_defaults(func=cmd_recommend)
+
+    compare = commands.add_parser("compare", help="two runs' knees side by side; exit 1 on a regression")
+    compare.add_argument("run_a", metavar="RUN_A", help="the reference run (directory or id)")
+    compare.add_argument("run_b", metavar="RUN_B", help="the run to check against it")
+    compare.add_argument(
+        "--threshold-pct",
+        default="5",
+        metavar="PCT",
+        help="a knee lower by more than this percentage is a regression (default 5)",
+    )
+    compare.set_defaults(func=cmd_compare)
