@@ -110,7 +110,7 @@ lint: $(VENV)/.installed ## ruff (lint and format) and mypy (types) on the code 
 
 # The inner loop: pure logic and the engine on a simulated platform; starts no process, installs no package.
 FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests/report/test_report_sizing.py \
-	tests/report/test_report_compare.py tests/report/test_report_replicas.py
+	tests/report/test_report_compare.py tests/report/test_report_replicas.py tests/report/test_report_headline.py
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
 	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
 

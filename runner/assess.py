@@ -66,7 +66,7 @@ def _capacity_part(capacity: Capacity | None) -> str:
         return "no rate served within the SLO"
     if capacity.broken_at is None:
         return f"capacity not reached (served up to {capacity.rps:,.0f} RPS)"
-    return f"capacity within {capacity.broken_at / capacity.rps - 1:.0%}"
+    return f"capacity within {capacity.resolution or 0.0:.0%}"
 
 
 def search_ending(assessment: Assessment, steps: Sequence[Step], targets: Targets, stopped: str | None = None) -> str:

@@ -8,67 +8,22 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
-from runner.model import BaselineResult, Capacity, ConfigResult, Knee, LoadLevel, MemoryPoint, RunSummary, Step
+from runner.model import BaselineResult, ConfigResult, LoadLevel, MemoryPoint, RunSummary, Step
 from runner.observer import SweepObserver
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Endpoints
 from runner.quantities import format_cpu
-from runner.report.formatting import millicores, percent_range
+from runner.report.formatting import capacity_text, drift_text, knee_text, millicores, percent_range
 from runner.results import RunStore
 
 if TYPE_CHECKING:
     from runner.assess import Assessment
-
-MIN_ROUNDS = 3  # runner.curve.MIN_ROUNDS (the console imports no scipy)
 
 
 def describe_level(level: LoadLevel) -> str:
     if level.target_rps is not None:
         return f"{level.target_rps:,.0f} RPS offered by {level.users} users"
     return f"{level.users} users, no wait"
-
-
-def knee_text(knee: Knee, cores: float | None = None) -> str:
-    """'1,440 RPS, 2,879 per core (95% CI 1,280-1,620 from 5 rounds, 14 windows)', or how it was found
-    without an interval."""
-    if knee.low is not None and knee.high is not None:
-        source = (
-            f"from {knee.rounds} rounds, {knee.windows} windows"
-            if knee.rounds
-            else f"power fit over {knee.windows} windows"
-        )
-        how = f"95% CI {knee.low:,.0f}-{knee.high:,.0f}, {source}"
-    elif knee.method == "rounds":
-        how = f"no interval: {knee.rounds} round(s) of windows, an interval needs {MIN_ROUNDS}"
-    elif knee.method == "power-fit":
-        how = f"no interval: {knee.windows} windows scatter too much"
-    else:
-        how = "interpolated between 2 windows, no interval"
-    per_core = f", {knee.rps / cores:,.0f} per core" if cores else ""
-    return f"{knee.rps:,.0f} RPS{per_core} ({how})"
-
-
-def drift_text(summary: RunSummary) -> str:
-    """What the control window says of the machine during the run, or why nothing can be said."""
-    from runner.figures import control_drift  # scipy: only once a run is done
-
-    drift = control_drift(summary)
-    if drift is None:
-        return "The machine's own drift is unknown: no control window measured in two rounds or more."
-    low, high = drift.low_high
-    steal = f"; the hypervisor stole at most {drift.steal_max:.1%} of the CPU" if drift.steal_max is not None else ""
-    return (
-        f"This machine's speed moved +-{drift.spread:.0%} during the run ({low:+.0%} to {high:+.0%}: Envoy's CPU "
-        f"per request at the control, {drift.offered_rps:,.0f} RPS, over {len(drift.rounds)} rounds){steal}"
-    )
-
-
-def capacity_text(capacity: Capacity | None) -> str:
-    """'; capacity 1,539 RPS (broke at 1,577: p99 ...)' or '' without one."""
-    if capacity is None:
-        return ""
-    broke = f"broke at {capacity.broken_at:,.0f}: {capacity.broken_by}" if capacity.broken_at else "not broken"
-    return f"; capacity {capacity.rps:,.0f} RPS ({broke})"
 
 
 def _mib(value: float | None) -> str:
@@ -100,6 +55,15 @@ def _control_plane_text(point: MemoryPoint) -> str:
             f"of {len(timing.samples_s)} timed"
         )
     return text
+
+
+def _outcome(config: ConfigResult) -> str:
+    """The summary table's last cell: the valid knee with its interval and per core, the capacity, the status."""
+    knee = config.valid_knee
+    if knee is None:
+        return f"{config.status}\n{config.reason or ''}".rstrip()
+    capacity = f"\ncapacity {capacity_text(config.capacity)}" if config.capacity is not None else ""
+    return f"{knee_text(knee, config.envoy.cpu_cores)}{capacity}\n{config.status}"
 
 
 class ConsoleObserver(SweepObserver):
@@ -172,9 +136,8 @@ class ConsoleObserver(SweepObserver):
     def config_finished(self, result: ConfigResult) -> None:
         self._stop_status()
         if result.knee is not None and result.status == "saturated":
-            self.console.print(
-                f"  [green]knee[/] {knee_text(result.knee, result.envoy.cpu_cores)}{capacity_text(result.capacity)}"
-            )
+            capacity = f"; capacity {capacity_text(result.capacity)}" if result.capacity is not None else ""
+            self.console.print(f"  [green]knee[/] {knee_text(result.knee, result.envoy.cpu_cores)}{capacity}")
         else:
             self.console.print(f"  [yellow]{result.status}[/]: {result.reason}")
         if result.search:
@@ -217,20 +180,17 @@ class ConsoleObserver(SweepObserver):
                 self.console.print(f"  Contour per 1,000 routes:   {contour}")
             self.console.print(f"Results: {run_dir}")
             return
+        from runner.figures import control_drift  # scipy: only for the summary at the end
+
         table = Table(title=f"Run {summary.run_id} ({summary.status})", show_lines=True)
-        for column in ("Envoy", "Users", "RPS", "CPU utilization", "Knee (RPS at threshold)"):
+        for column in ("Configuration", "Users", "RPS", "CPU utilization", "Knee (RPS at threshold), capacity"):
             table.add_column(column, justify="right" if column in ("Users", "RPS") else "left")
         for config in summary.configs:
-            spec = f"{format_cpu(config.envoy.cpu_cores)} CPU / {config.envoy.memory}\nnginx x{config.backend.replicas}"
             users = "\n".join(str(s.users) for s in config.steps) or "-"
             rps = "\n".join(f"{s.rps:,.0f}" for s in config.steps) or "-"
             cpu = "\n".join(percent_range(s.cpu_utilization_min, s.cpu_utilization_max) for s in config.steps)
-            if config.knee is not None:
-                knee = f"{knee_text(config.knee)}\n{config.status}"
-            else:
-                knee = f"{config.status}\n{config.reason or ''}"
-            table.add_row(spec, users, rps, cpu or "-", knee)
+            table.add_row(config.label.replace(", ", "\n"), users, rps, cpu or "-", _outcome(config))
         self.console.print()
         self.console.print(table)
-        self.console.print(drift_text(summary))
+        self.console.print(f"Machine: {drift_text(control_drift(summary), summary.rounds)}")
         self.console.print(f"Results: {run_dir}")

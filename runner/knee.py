@@ -39,7 +39,6 @@ LOCAL_WINDOWS = 4
 SATURATED = 0.98  # at or above this utilization a window is at the cap: clipped, left out of the fit
 MIN_FIT_WINDOWS = 3
 DELIVERY_TOLERANCE = 0.02  # a window serves its offered rate when it delivers at least 98% of it
-PLATEAU_EXPONENT = 0.35  # utilization ~ RPS^b with b below this: flat near the threshold, not a sharp knee
 
 __all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_capacity", "find_knee",
            "fit_windows", "power_fit", "window_points"]  # fmt: skip

@@ -30,6 +30,7 @@ Regime = Literal["steady", "throttled"]
 # more CPU per request at the same rate. Under Locust's Poisson users windows at 90-95% had 19-41% throttled
 # at an ordinary cost: the regime says where Envoy works against its quota, not that a window is wrong.
 THROTTLED_REGIME = 0.15
+PLATEAU_EXPONENT = 0.35  # utilization ~ RPS^b with b below this: flat near the threshold, not a sharp knee
 # How arrivals were spaced when a run did not say (runs saved before arrival models were named).
 LEGACY_ARRIVALS = "synchronized"
 
@@ -167,6 +168,15 @@ class Knee(_Frozen):
     def interval(self) -> tuple[float, float] | None:
         return (self.low, self.high) if self.low is not None and self.high is not None else None
 
+    def per_core(self, cores: float) -> float:
+        """Knee RPS per core of a CPU limit of `cores`."""
+        return self.rps / cores
+
+    @property
+    def plateau(self) -> bool:
+        """Utilization flat near the threshold (the fit's exponent below PLATEAU_EXPONENT): not a sharp knee."""
+        return self.exponent is not None and self.exponent < PLATEAU_EXPONENT
+
     @property
     def half_width(self) -> float | None:
         """The interval's larger side as a share of the knee (0.03 = +-3%), None without an interval."""
@@ -243,6 +253,36 @@ class ConfigResult(_Mutable):
     def valid_knee(self) -> Knee | None:
         """The knee when it counts: the configuration ended `saturated` (no guard fired up to it)."""
         return self.knee if self.status == "saturated" else None
+
+    @property
+    def knee_per_core(self) -> float | None:
+        """The valid knee's RPS per core of the CPU limit."""
+        knee = self.valid_knee
+        return knee.per_core(self.envoy.cpu_cores) if knee is not None else None
+
+    @property
+    def knee_per_core_interval(self) -> tuple[float, float] | None:
+        """The valid knee's 95% interval per core of the CPU limit."""
+        knee = self.valid_knee
+        if knee is None or knee.interval is None:
+            return None
+        low, high = knee.interval
+        return low / self.envoy.cpu_cores, high / self.envoy.cpu_cores
+
+    @property
+    def capacity_over_knee(self) -> float | None:
+        """Capacity against the valid knee (0.12: Envoy served 12% more than the knee before it broke; below 0:
+        latency broke before the CPU threshold); None without both."""
+        knee = self.valid_knee
+        if knee is None or self.capacity is None or self.status == "failed":
+            return None
+        return self.capacity.rps / knee.rps - 1
+
+    def knee_cpu_per_request_us(self, threshold: float) -> float | None:
+        """Envoy's CPU time per request at the valid knee, in microseconds: `threshold` of the limit over the
+        knee's RPS."""
+        per_core = self.knee_per_core
+        return threshold / per_core * 1e6 if per_core else None
 
 
 class BaselineResult(_Frozen):

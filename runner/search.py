@@ -237,7 +237,7 @@ class AdaptiveSearch:
                 if predicted > above * (1 + step / 2)
                 else above * (1 + (step if result.fit else CAPACITY_STEP))
             )
-        if capacity.broken_at / capacity.rps - 1 <= self.targets.capacity_resolution:
+        if (capacity.resolution or 0.0) <= self.targets.capacity_resolution:
             return None
         if capacity.rps <= result.knee.rps and capacity.broken_at <= result.knee.rps * MAX_CAPACITY_JUMP:
             # broken just past the knee: step down from the break
@@ -265,7 +265,7 @@ class AdaptiveSearch:
             elif capacity.broken_at is None:
                 parts.append(f"capacity not reached (served up to {capacity.rps:,.0f} RPS)")
             else:
-                parts.append(f"capacity within {capacity.broken_at / capacity.rps - 1:.0%}")
+                parts.append(f"capacity within {capacity.resolution or 0.0:.0%}")
         budget = " (window budget spent)" if len(steps) >= self.targets.max_steps else ""
         return f"{'; '.join(parts)} after {len(steps)} windows{budget}"
 

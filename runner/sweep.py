@@ -296,7 +296,7 @@ class Sweep:
                 continue
             knee = other.valid_knee if other.finished else find_knee(other.steps, self.scenario.threshold).knee
             if knee is not None and other.status != "failed":
-                rates.append(knee.rps / other.envoy.cpu_cores)
+                rates.append(knee.per_core(other.envoy.cpu_cores))
         return min(rates) if rates else None
 
     def run_baseline(self) -> BaselineResult:

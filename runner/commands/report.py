@@ -84,6 +84,7 @@ def _counts(args: argparse.Namespace) -> tuple[int | None, int | None]:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from runner.report import memory_sizing as memory
+    from runner.report import scenario_encoding
     from runner.report.manifests import envoy_manifests, gateway_of_run, memory_manifest
     from runner.report.replicas import format_replicas, plan_replicas
     from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
@@ -115,9 +116,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         else:
             print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
         return 0
-    rec = recommend(
-        require_fit(summary, args.profile or None), target, headroom, memory_bytes=sized.memory_bytes if sized else None
-    )
+    series = require_fit(summary, args.profile or None, scenario_encoding(run_dir))
+    rec = recommend(series, target, headroom, memory_bytes=sized.memory_bytes if sized else None)
     plan = plan_replicas(rec, summary.threshold, cores, summary)
     if output == "yaml":
         print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id, sized), end="")

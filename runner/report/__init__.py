@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from runner.model import RunSummary
 from runner.scenario import Scenario
 
-__all__ = ["PLOT_DIR", "read_scenario", "render_files"]
+__all__ = ["PLOT_DIR", "read_scenario", "render_files", "scenario_encoding"]
 
 PLOT_DIR = "plots"
 
@@ -40,3 +40,10 @@ def read_scenario(run_dir: Path) -> Scenario | None:
         return Scenario.model_validate(loaded) if isinstance(loaded, dict) else None
     except (OSError, yaml.YAMLError, ValidationError):
         return None
+
+
+def scenario_encoding(run_dir: Path) -> str | None:
+    """The Accept-Encoding the run's clients sent when their profile named none (the scenario's
+    load.accept_encoding), or None when the run has no readable scenario.yaml."""
+    scenario = read_scenario(run_dir)
+    return scenario.load.accept_encoding if scenario is not None else None

@@ -1,4 +1,5 @@
-"""The Jinja environment both text renderers share: templates from this package, number filters."""
+"""The Jinja environment both text renderers share: templates from this package, a few number filters (the
+tables' cells come formatted from runner.report.tables)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,6 @@ def _pretty(text: str) -> str:
     return text
 
 
-def _microseconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f} \u00b5s"
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f} s"
-
-
 def environment(*, autoescape: bool) -> Environment:
     env = Environment(
         loader=PackageLoader("runner.report", "templates"),
@@ -45,18 +38,5 @@ def environment(*, autoescape: bool) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(
-        rps=fmt.rps,
-        pct=fmt.percent,
-        ms=fmt.ms,
-        cpu=fmt.cpu,
-        millicores=fmt.millicores,
-        mib=fmt.mebibytes,
-        signed_pct=fmt.signed_percent,
-        cell=_md_cell,
-        slug=_slug,
-        pretty=_pretty,
-        us=_microseconds,
-        seconds=_seconds,
-    )
+    env.filters.update(rps=fmt.rps, pct=fmt.percent, cpu=fmt.cpu, cell=_md_cell, slug=_slug, pretty=_pretty)
     return env

@@ -157,13 +157,13 @@ def envoy_manifests(plan: ReplicaPlan, gw: Gateway, run_id: str, memory: MemoryR
     rec = plan.rec
     header = [
         f"gateway-sizer recommend: Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom, run {run_id}",
-        f"fit: {rec.fit.describe()}",
+        f"sized from {rec.basis.text}",
         f"{gw.kind} {gw.namespace}/{gw.name}, container {gw.container} ({gw.source})",
         f"replicas N = ceil({rec.required_rps:,.0f} / {plan.knee_per_replica:,.0f} knee RPS per replica) = "
         f"{plan.replicas}; N+1 = {plan.min_replicas}",
         f"HPA target = floor(100 x {plan.threshold:g} / (1 + {rec.headroom:g})) = {plan.hpa_target_pct}% of the CPU "
         "request",
-        *(f"warning: {w}" for w in (*rec.fit.caveats(), *plan.warnings)),
+        *(f"warning: {w}" for w in (*rec.warnings, *plan.warnings)),
         *(_memory_lines(memory) if memory is not None else []),
         "",
         f"apply: kubectl apply --server-side --field-manager={FIELD_MANAGER} -f <this file>",

@@ -1,14 +1,15 @@
 """The report's memory section, pure: the memory model's points, fits, overload settings and examples.
 
-Built once from a run's `MemoryResult`; the renderers (templates memory.md.j2 and memory.html.j2, and the
-two memory plots) lay it out.
+Built once from a run's `MemoryResult`; its tables are one column list each (runner.report.tables), laid out by
+the templates memory.md.j2 and memory.html.j2, and the memory plots read its rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.model import MemoryPoint, MemoryResult, percentile
+from runner.model import MemoryPoint, MemoryResult, RouteProgramming, percentile
+from runner.report import formatting as fmt
 from runner.report.memory_fit import MemoryFits, memory_fits
 from runner.report.memory_sizing import (
     MemoryRecommendation,
@@ -17,8 +18,9 @@ from runner.report.memory_sizing import (
     recommend_memory,
 )
 from runner.report.sizing import DEFAULT_HEADROOM
+from runner.report.tables import Cell, Column, Table, table
 
-__all__ = ["MemoryRow", "MemorySection", "build_memory_section"]
+__all__ = ["MemoryRow", "MemorySection", "build_memory_section", "contour_table", "example_table", "point_table"]
 
 EXAMPLE_CONNECTIONS = (1_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 MAX_EXAMPLES = 4
@@ -143,3 +145,66 @@ def build_memory_section(result: MemoryResult | None, headroom: float = DEFAULT_
         examples=examples,
         headroom=headroom,
     )
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} s"
+
+
+def _bulk(point: MemoryPoint) -> str:
+    """ "900, 3.10 s, 4.20 s": routes created in bulk, until the last was served, until their statuses."""
+    timing = point.programming
+    if timing is None or not timing.bulk:
+        return "-"
+    return f"{timing.bulk:,}, {_seconds(timing.bulk_s)}, {_seconds(timing.bulk_status_s)}"
+
+
+def example_table(section: MemorySection) -> Table:
+    columns: list[Column[MemoryRecommendation]] = [
+        Column("Held connections", lambda e: _count(e.connections)),
+        Column("Routes", lambda e: _count(e.routes)),
+        Column("Working set by the fits", lambda e: fmt.mebibytes(e.predicted_bytes)),
+        Column(f"Memory limit (+{section.headroom:.0%})", lambda e: Cell(e.memory, strong=True)),
+        Column("Max connections", lambda e: _count(e.overload.max_connections)),
+        Column("Max heap", lambda e: fmt.mebibytes(e.overload.max_heap_bytes)),
+    ]
+    return table("memory-examples", columns, section.examples)
+
+
+def point_table(section: MemorySection) -> Table:
+    columns: list[Column[MemoryRow]] = [
+        Column("Held connections", lambda r: _count(r.point.held)),
+        Column("Envoy active connections", lambda r: fmt.rps(r.point.envoy_connections)),
+        Column("Extra routes", lambda r: _count(r.point.routes)),
+        Column("Working set", lambda r: Cell(fmt.mebibytes(r.point.working_set_bytes), strong=True)),
+        Column("Max", lambda r: fmt.mebibytes(r.point.working_set_max_bytes)),
+        Column("Heap", lambda r: fmt.mebibytes(r.point.heap_bytes)),
+        Column("Allocated", lambda r: fmt.mebibytes(r.point.allocated_bytes)),
+        Column("Envoy CPU", lambda r: fmt.percent(r.utilization)),
+        Column("Envoy RPS", lambda r: fmt.rps(r.point.envoy_rps)),
+        Column("Locust RPS", lambda r: fmt.rps(r.point.rps)),
+        Column("CPU per request", lambda r: fmt.microseconds(r.point.cpu_per_request_us)),
+    ]
+    return table("memory-points", columns, section.rows)
+
+
+def contour_table(section: MemorySection) -> Table:
+    def timing(row: MemoryRow) -> RouteProgramming | None:
+        return row.point.programming
+
+    columns: list[Column[MemoryRow]] = [
+        Column("Routes", lambda r: _count(r.point.routes)),
+        Column("Contour CPU", lambda r: fmt.millicores(r.point.contour_cpu_cores)),
+        Column("Contour working set", lambda r: fmt.mebibytes(r.point.contour_working_set_bytes)),
+        Column("Routes added", lambda r: _count(t.created) if (t := timing(r)) else "-"),
+        Column("Bulk: routes, last served, statuses written", lambda r: _bulk(r.point)),
+        Column("Timed routes", lambda r: str(len(t.samples_s)) if (t := timing(r)) else "-"),
+        Column("p50", lambda r: Cell(_seconds(t.p50_s) if (t := timing(r)) else "-", strong=True)),
+        Column("p99", lambda r: Cell(_seconds(t.p99_s) if (t := timing(r)) else "-", strong=True)),
+        Column("Contour CPU while programming", lambda r: fmt.millicores(r.point.programming_contour_cpu_cores)),
+    ]
+    return table("contour-routes", columns, section.control_plane_rows)

@@ -1,205 +1,59 @@
-"""The report model: everything a renderer shows, computed once from a run's summary. Pure.
+"""The report model: everything a renderer shows, built once from a run's summary and read straight down.
 
-Renderers (markdown, html, plots) only lay this out; they compute nothing of their own.
+summary -> rows (runner.report.rows: each configuration with its windows) -> series (what sizing reads) ->
+headline (the figures with their intervals, the machine's drift) -> sizing examples -> conclusions -> tables
+(one column list each, laid out by both templates). Renderers (markdown, html, plots) compute nothing.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
-from runner.knee import PLATEAU_EXPONENT
-from runner.model import ConfigResult, RunSummary, Step
-from runner.profiles import PLAIN
+from runner.model import BaselineResult, RunSummary
 from runner.report import formatting as fmt
-from runner.report.analysis import Conclusion, conclusions, step_analysis
+from runner.report import memory_report, tables
+from runner.report.analysis import Conclusion, conclusions
+from runner.report.headline import Headline, build_headline
 from runner.report.memory_report import MemorySection, build_memory_section
 from runner.report.profiles import ProfileComparison, compare_profiles
-from runner.report.sizing import (
-    DEFAULT_HEADROOM,
-    Fit,
-    KneePoint,
-    Recommendation,
-    example_targets,
-    fit_knees,
-    knee_points,
-    recommend,
-    sizing_profile,
-    valid_knee,
-)
+from runner.report.rows import ConfigRow, EnvRow, FixedLoad, build_rows
+from runner.report.series import build_series
+from runner.report.sizing import DEFAULT_HEADROOM, Recommendation, example_targets, recommend
 from runner.scenario import LoadSpec, Scenario
 
-__all__ = ["Baseline", "ConfigSection", "EnvRow", "KneeRow", "Report", "StepRow", "build_report"]
+__all__ = ["Report", "Section", "build_report"]
 
 _GIB = 2**30
 
 
 @dataclass(frozen=True)
-class EnvRow:
-    """One line of the environment table, as the reference report writes it: object, role, description."""
+class Section:
+    """One configuration's section: its row (the headline sentence, the regimes) and its table of windows."""
 
-    name: str
-    role: str
-    description: str
-
-
-@dataclass(frozen=True)
-class StepRow:
-    """A step as the report's tables show it: the measured step and what it lacks, the analysis sentence
-    and whether it reached the threshold."""
-
-    step: Step
-    analysis: str
-    at_limit: bool
-
-    @property
-    def number(self) -> int:
-        return self.step.index + 1
-
-    @property
-    def cpu_range(self) -> str:
-        return fmt.percent_range(self.step.cpu_utilization_min, self.step.cpu_utilization_max)
+    row: ConfigRow
+    steps: tables.Table
 
 
 @dataclass(frozen=True)
-class ConfigSection:
-    """One configuration's table of steps, ordered by offered load, under a sentence that sums it up."""
+class Tables:
+    """Every table of the report but the windows', each built once from one column list."""
 
-    label: str
-    knee: KneeRow
-    rows: tuple[StepRow, ...]
-    broken_by: str | None = None
-
-    @property
-    def anchor(self) -> str:
-        return self.knee.anchor
-
-    @property
-    def knee_rps(self) -> float | None:
-        return self.knee.knee_rps
-
-    @property
-    def knee_users(self) -> float | None:
-        return self.knee.knee_users
-
-    @property
-    def headline(self) -> str:
-        """ "Status saturated; knee 1,190 RPS (95% CI 1,150-1,230), 4,760 RPS per core, 189 µs of Envoy CPU
-        per request; capacity 1,280 RPS (1,330 broke: ...)." """
-        k = self.knee
-        text = f"Status {k.status}"
-        if k.knee_rps is not None:
-            ci = f" (95% CI {k.interval})" if k.knee_low is not None else " (no interval: too few windows)"
-            text += (
-                f"; knee {fmt.rps(k.knee_rps)} RPS{ci}, {fmt.rps(k.rps_per_core)} RPS per core, "
-                f"{k.cpu_per_request_us:,.0f} \u00b5s of Envoy CPU per request"
-            )
-        if k.capacity_rps is not None:
-            text += f"; capacity {fmt.rps(k.capacity_rps)} RPS"
-            if k.capacity_broken_at is not None:
-                text += f" ({fmt.rps(k.capacity_broken_at)} broke: {self.broken_by})"
-            else:
-                text += " (no rate measured broke it)"
-        if k.reason:
-            text += f": {k.reason}"
-        return text + "."
-
-
-@dataclass(frozen=True)
-class KneeRow:
-    """One configuration in the knee table: its resources, knee with interval, capacity and verdict."""
-
-    anchor: str
-    cpu_cores: float
-    memory: str
-    concurrency: int
-    replicas: int
-    contour: str
-    arrivals: str
-    knee_rps: float | None
-    knee_users: float | None
-    status: str
-    reason: str | None
-    knee_low: float | None = None
-    knee_high: float | None = None
-    capacity_rps: float | None = None
-    capacity_broken_at: float | None = None
-    cpu_per_request_us: float | None = None  # Envoy CPU per request at the knee
-    plateau: bool = False  # utilization flat near the threshold: the knee is not sharp
-    search: str | None = None
-    profile: str = "plain"  # the traffic profile (runner.profiles)
-
-    @property
-    def rps_per_core(self) -> float | None:
-        return self.knee_rps / self.cpu_cores if self.knee_rps is not None else None
-
-    @property
-    def interval(self) -> str:
-        """ "1,150-1,230" or "-" """
-        if self.knee_low is None or self.knee_high is None:
-            return "-"
-        return f"{fmt.rps(self.knee_low)}-{fmt.rps(self.knee_high)}"
-
-    @property
-    def half_width(self) -> float | None:
-        if self.knee_rps is None or self.knee_low is None or self.knee_high is None:
-            return None
-        return max(self.knee_rps - self.knee_low, self.knee_high - self.knee_rps) / self.knee_rps
-
-    @property
-    def capacity(self) -> str:
-        """ "1,280 (<1,330)": served up to the first figure, broken at the second; "-" when not measured."""
-        if self.capacity_rps is None:
-            return "-"
-        above = f" (<{fmt.rps(self.capacity_broken_at)})" if self.capacity_broken_at else " (not broken)"
-        return fmt.rps(self.capacity_rps) + above
-
-    @property
-    def headroom(self) -> float | None:
-        """How far capacity sits above the knee (0.12 = 12%)."""
-        if self.capacity_rps is None or self.knee_rps is None:
-            return None
-        return self.capacity_rps / self.knee_rps - 1
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """The backend measured without the gateway and through it, and the share of direct throughput kept."""
-
-    users: int
-    envoy_cpu: float
-    direct_rps: float
-    gateway_rps: float
-    direct_p95_ms: float | None
-    gateway_p95_ms: float | None
-    gateway_cpu: float | None
-
-    @property
-    def ratio(self) -> float:
-        return self.gateway_rps / self.direct_rps
-
-    @property
-    def overhead(self) -> float:
-        """The share of direct throughput lost through the gateway."""
-        return 1 - self.ratio
-
-
-@dataclass(frozen=True)
-class FixedLoad:
-    """Envoy's CPU at one fixed offered load (search: fixed), per 1,000 RPS served."""
-
-    label: str
-    offered_rps: float
-    rps: float
-    envoy_cores: float
-    utilization: float
-
-    @property
-    def cores_per_1k_rps(self) -> float:
-        return self.envoy_cores / self.rps * 1000 if self.rps > 0 else 0.0
+    series: tables.Table | None
+    ratios: tables.Table | None
+    examples: tables.Table | None
+    knees: tables.Table | None
+    profiles: tables.Table | None
+    connection_costs: tables.Table | None
+    baseline: tables.Table | None
+    fixed_loads: tables.Table | None
+    environment: tables.Table
+    run: tables.Table
+    memory_examples: tables.Table | None = None
+    memory_points: tables.Table | None = None
+    contour_routes: tables.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -213,86 +67,27 @@ class Report:
     reason: str | None
     threshold: float
     headroom: float
-    run_facts: tuple[tuple[str, str], ...]
-    environment: tuple[EnvRow, ...]
-    knees: tuple[KneeRow, ...]
-    points: tuple[KneePoint, ...]
-    fit: Fit | None
-    no_fit_reason: str | None
+    notes: tuple[str, ...]
+    headline: Headline
+    rows: tuple[ConfigRow, ...]
     examples: tuple[Recommendation, ...]
     conclusions: tuple[Conclusion, ...]
-    configs: tuple[ConfigSection, ...]
+    sections: tuple[Section, ...]
+    tables: Tables
     reproduce: tuple[str, ...]
-    baseline: Baseline | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    fixed_loads: tuple[FixedLoad, ...] = ()
+    rounds: bool  # the run measured interleaved rounds
     profiles: ProfileComparison | None = None
-    sizing_profile: str = PLAIN
+    baseline: BaselineResult | None = None
     memory: MemorySection | None = None  # the memory model (runner.report.memory_report)
 
     @property
-    def several_arrivals(self) -> bool:
-        """Whether the run measured more than one arrival model (the knee table then shows the column)."""
-        return len({k.arrivals for k in self.knees}) > 1
-
-    @property
-    def several_profiles(self) -> bool:
-        """Whether the run measured more than one traffic profile (the knee table then shows the column)."""
-        return self.profiles is not None
-
-    @property
-    def has_contour(self) -> bool:
-        """Whether any configuration set Contour's resources (the knee table leaves the column out otherwise)."""
-        return any(k.contour != "-" for k in self.knees)
-
-    @property
-    def sizing_rule(self) -> str | None:
-        """ "Envoy cores = (target RPS x 1.3 + 756) / 8,534, rounded up to 100m" """
-        if self.fit is None or self.fit.slope <= 0:
+    def no_sizing_reason(self) -> str | None:
+        """Why the report has no figure to size from, or None."""
+        if self.headline.series is not None:
             return None
-        sign = "-" if self.fit.intercept >= 0 else "+"
-        return (
-            f"Envoy cores = (target RPS x {1 + self.headroom:g} {sign} {abs(self.fit.intercept):,.0f}) / "
-            f"{self.fit.slope:,.0f}, rounded up to 100m"
-        )
-
-
-def _anchor(config: ConfigResult) -> str:
-    return "config-" + re.sub(r"[^a-z0-9]+", "-", config.key.lower()).strip("-")
-
-
-def _section(config: ConfigResult, threshold: float) -> ConfigSection:
-    steps = sorted(config.steps, key=lambda s: (s.offered, s.index))
-    rows = tuple(StepRow(s, step_analysis(s, steps, threshold), s.cpu_utilization_mean >= threshold) for s in steps)
-    broken_by = config.capacity.broken_by if config.capacity else None
-    return ConfigSection(config.label, _knee_row(config, threshold), rows, broken_by)
-
-
-def _knee_row(config: ConfigResult, threshold: float) -> KneeRow:
-    contour = config.contour
-    knee = valid_knee(config)
-    capacity = config.capacity if config.status != "failed" else None
-    return KneeRow(
-        anchor=_anchor(config),
-        cpu_cores=config.envoy.cpu_cores,
-        memory=config.envoy.memory,
-        concurrency=config.envoy.concurrency,
-        replicas=config.backend.replicas,
-        contour=f"{fmt.cpu(contour.cpu_cores)} CPU / {contour.memory or '-'}" if contour and contour.cpu_cores else "-",
-        arrivals=config.arrivals,
-        knee_rps=knee.rps if knee else None,
-        knee_users=knee.users if knee else None,
-        status=config.status,
-        reason=config.reason,
-        knee_low=knee.low if knee else None,
-        knee_high=knee.high if knee else None,
-        capacity_rps=capacity.rps if capacity else None,
-        capacity_broken_at=capacity.broken_at if capacity else None,
-        cpu_per_request_us=threshold * config.envoy.cpu_cores / knee.rps * 1e6 if knee else None,
-        plateau=bool(knee and knee.exponent is not None and knee.exponent < PLATEAU_EXPONENT),
-        search=config.search,
-        profile=config.profile.name,
-    )
+        if self.memory is not None and not self.rows:
+            return "this run measured the memory model only (memory.only), no knee: see Memory below"
+        return "no configuration has a valid knee, so there is nothing to size from: see each configuration's reason"
 
 
 def _duration(start: str, end: str | None) -> str:
@@ -408,20 +203,10 @@ def _reproduce(summary: RunSummary) -> tuple[str, ...]:
     )
 
 
-def _baseline(summary: RunSummary) -> Baseline | None:
+def _baseline(summary: RunSummary) -> BaselineResult | None:
     """The backend measured directly and through Envoy, when the run measured it (scenario `baseline`)."""
     measured = summary.baseline
-    if measured is None or not measured.direct.rps:
-        return None
-    return Baseline(
-        users=measured.users,
-        envoy_cpu=measured.envoy_cpu_cores,
-        direct_rps=measured.direct.rps,
-        gateway_rps=measured.gateway.rps,
-        direct_p95_ms=measured.direct.p95_ms,
-        gateway_p95_ms=measured.gateway.p95_ms,
-        gateway_cpu=measured.gateway.cpu_utilization_mean,
-    )
+    return measured if measured is not None and measured.direct.rps else None
 
 
 def _fixed_loads(summary: RunSummary, scenario: Scenario | None) -> tuple[FixedLoad, ...]:
@@ -437,27 +222,56 @@ def _fixed_loads(summary: RunSummary, scenario: Scenario | None) -> tuple[FixedL
     )
 
 
-def _no_fit_reason(points: Sequence[KneePoint], *, memory_only: bool = False) -> str:
-    if memory_only:
-        return "this run measured the memory model only (memory.only), no knee: see Memory below"
-    if not points:
-        return "no configuration has a valid knee, so there is no sizing rule: see each configuration's reason"
-    limits = ", ".join(sorted({fmt.cpu(p.cpu_cores) for p in points}))
-    return f"valid knees at one Envoy CPU limit only ({limits}): sweep two or more limits for a sizing rule"
+def _notes(summary: RunSummary) -> tuple[str, ...]:
+    if summary.status == "complete":
+        return ()
+    reason = f" ({summary.reason})" if summary.reason else ""
+    return (f"The run is {summary.status}{reason}: this report covers the configurations that finished.",)
+
+
+def _tables(
+    headline: Headline,
+    rows: tuple[ConfigRow, ...],
+    examples: tuple[Recommendation, ...],
+    profiles: ProfileComparison | None,
+    baseline: BaselineResult | None,
+    fixed_loads: tuple[FixedLoad, ...],
+    environment: tuple[EnvRow, ...],
+    run_facts: tuple[tuple[str, str], ...],
+    memory: MemorySection | None,
+) -> Tables:
+    """Every table but the windows', from the parts of the report already built."""
+    series = headline.series
+    costs = profiles.connection_costs if profiles else ()
+    return Tables(
+        memory_examples=memory_report.example_table(memory) if memory and memory.examples else None,
+        memory_points=memory_report.point_table(memory) if memory else None,
+        contour_routes=memory_report.contour_table(memory) if memory and memory.control_plane_rows else None,
+        series=tables.series_table(series) if series is not None else None,
+        ratios=tables.ratio_table(headline.ratios) if headline.ratios else None,
+        examples=tables.examples_table(examples) if examples else None,
+        knees=tables.knee_table(rows) if rows else None,
+        profiles=tables.profile_table(profiles) if profiles else None,
+        connection_costs=tables.connection_cost_table(costs) if costs else None,
+        baseline=tables.baseline_table(baseline) if baseline else None,
+        fixed_loads=tables.fixed_load_table(fixed_loads) if fixed_loads else None,
+        environment=tables.environment_table(environment),
+        run=tables.run_table(run_facts),
+    )
 
 
 def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom: float = DEFAULT_HEADROOM) -> Report:
     """The report for one run; `scenario` is the run's resolved scenario, when it has one that still loads."""
-    points = knee_points(summary)
-    fit = fit_knees(points)
-    examples = tuple(recommend(fit, t, headroom) for t in example_targets(fit)) if fit and fit.slope > 0 else ()
-    notes = []
-    if summary.status != "complete":
-        notes.append(
-            f"The run is {summary.status}"
-            + (f" ({summary.reason})" if summary.reason else "")
-            + ": this report covers the configurations that finished."
-        )
+    encoding = scenario.load.accept_encoding if scenario is not None else None
+    rows = build_rows(summary, encoding)
+    series = build_series(summary, None, encoding)
+    headline = build_headline(summary, rows, series, encoding)
+    examples = tuple(recommend(series, t, headroom) for t in example_targets(series)) if series else ()
+    profiles = compare_profiles(rows, headline, headroom)
+    rounds = summary.rounds is not None and len(summary.rounds.rounds) > 1
+    baseline, fixed_loads = _baseline(summary), _fixed_loads(summary, scenario)
+    environment, run_facts = _environment(summary, scenario), _run_facts(summary, scenario)
+    memory = build_memory_section(summary.memory, headroom)
     return Report(
         run_id=summary.run_id,
         title="Envoy gateway sizing report",
@@ -468,20 +282,16 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         reason=summary.reason,
         threshold=summary.threshold,
         headroom=headroom,
-        run_facts=_run_facts(summary, scenario),
-        environment=_environment(summary, scenario),
-        knees=tuple(_knee_row(c, summary.threshold) for c in summary.configs),
-        points=tuple(points),
-        fit=fit,
-        no_fit_reason=None if fit else _no_fit_reason(points, memory_only=bool(summary.memory and not summary.configs)),
+        notes=_notes(summary),
+        headline=headline,
+        rows=rows,
         examples=examples,
-        conclusions=tuple(conclusions(summary, fit, points)),
-        configs=tuple(_section(c, summary.threshold) for c in summary.configs if c.steps),
+        conclusions=tuple(conclusions(summary, rows, headline)),
+        sections=tuple(Section(r, tables.step_table(r, rounds)) for r in rows if r.steps),
+        tables=_tables(headline, rows, examples, profiles, baseline, fixed_loads, environment, run_facts, memory),
         reproduce=_reproduce(summary),
-        baseline=_baseline(summary),
-        notes=tuple(notes),
-        fixed_loads=_fixed_loads(summary, scenario),
-        profiles=compare_profiles(summary, headroom),
-        sizing_profile=sizing_profile(summary),
-        memory=build_memory_section(summary.memory, headroom),
+        rounds=rounds,
+        profiles=profiles,
+        baseline=baseline,
+        memory=memory,
     )

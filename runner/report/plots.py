@@ -17,7 +17,9 @@ from matplotlib.lines import Line2D
 from runner.model import MemoryPoint
 from runner.quantities import format_cpu
 from runner.report.memory_fit import LineFit
-from runner.report.model import ConfigSection, Report
+from runner.report.memory_report import MemoryRow
+from runner.report.model import Report
+from runner.report.rows import ConfigRow
 
 __all__ = ["Plot", "render_plots"]
 
@@ -65,7 +67,7 @@ def _color(index: int) -> str:
     return COLORS[index % len(COLORS)]
 
 
-def _legend_labels(sections: Sequence[ConfigSection]) -> list[str]:
+def _legend_labels(sections: Sequence[ConfigRow]) -> list[str]:
     """Each configuration's label without the parts all of them share: "150m CPU" rather than the full label."""
     parts = [re.split(r", | / ", s.label.removeprefix("Envoy ")) for s in sections]
     varying = [i for i in range(max(map(len, parts), default=0)) if len({tuple(p[i : i + 1]) for p in parts}) > 1]
@@ -76,59 +78,61 @@ def _ms(value: float | None) -> float:
     return float("nan") if value is None else value
 
 
-def _knee_vs_cores(report: Report) -> Plot | None:
-    if not report.points:
+def _knee_per_core(report: Report) -> Plot | None:
+    """The sizing series' knee per core at each CPU limit with its interval; flat if the knee grew in proportion
+    to the limit. With three limits or more in rounds, the growth knee ~ cores^g drawn through them."""
+    series = report.headline.series
+    if series is None:
         return None
-    fit = report.fit
+    knees = [r for r in series.rates if r.source == "knee"]
+    broke = [r for r in series.rates if r.source == "capacity"]
 
     def draw(ax: Axes) -> None:
-        cores = [p.cpu_cores for p in report.points]
-        errors = [
-            [p.rps - (p.low if p.low is not None else p.rps) for p in report.points],
-            [(p.high if p.high is not None else p.rps) - p.rps for p in report.points],
-        ]
-        ax.errorbar(cores, [p.rps for p in report.points], yerr=errors, fmt="o", ms=7, capsize=4, color=COLORS[0],
-                    zorder=3, label="knee (95% interval)")  # fmt: skip
-        for p in report.points:
-            ax.annotate(f"{p.rps:,.0f}", (p.cpu_cores, p.rps), textcoords="offset points", xytext=(8, -12))
-        capacities = [(k.cpu_cores, k.capacity_rps) for k in report.knees if k.capacity_rps and k.knee_rps]
-        if capacities:
-            ax.plot([c for c, _ in capacities], [r for _, r in capacities], "^", ms=8, color=COLORS[2], zorder=3,
-                    label="capacity (served in full)")  # fmt: skip
-        top = max(cores) * 1.15
-        if fit is not None:
-            low = max(0.0, -fit.intercept / fit.slope) if fit.slope > 0 and fit.intercept < 0 else 0.0
-            xs = [low, top]
-            label = f"fit: {fit.slope_text().replace(' per core', '/core')}"
-            ax.plot(xs, [fit.rps_at(x) for x in xs], "--", color=COLORS[1], label=label)
+        if knees:
+            intervals = [r.per_core_interval or (r.per_core, r.per_core) for r in knees]
+            errors = [[r.per_core - i[0] for r, i in zip(knees, intervals, strict=True)],
+                      [i[1] - r.per_core for r, i in zip(knees, intervals, strict=True)]]  # fmt: skip
+            ax.errorbar([r.cores for r in knees], [r.per_core for r in knees], yerr=errors, fmt="o", ms=7, capsize=4,
+                        color=COLORS[0], zorder=3, label="knee per core (95% interval)")  # fmt: skip
+            for r in knees:
+                ax.annotate(f"{r.per_core:,.0f}", (r.cores, r.per_core), textcoords="offset points", xytext=(8, -12))
+        if broke:
+            ax.plot([r.cores for r in broke], [r.per_core for r in broke], "^", ms=8, color=COLORS[1], zorder=3,
+                    label="capacity per core (latency broke first)")  # fmt: skip
+        growth, top = series.scaling.growth, series.largest.cores * 1.25
+        if growth is not None:
+            anchor = series.largest
+            xs = [series.smallest.cores * 0.8 + i * (top - series.smallest.cores * 0.8) / 40 for i in range(41)]
+            g = growth.exponent.value
+            ax.plot(xs, [anchor.per_core * (x / anchor.cores) ** (g - 1) for x in xs], "--", color=COLORS[2],
+                    label=f"growth: knee ~ cores^{g:.2f}")  # fmt: skip
         ax.set_xlim(0, top)
-        ax.set_ylim(bottom=0, top=max([p.high or p.rps for p in report.points] + [c for _, c in capacities]) * 1.15)
+        ax.set_ylim(bottom=0, top=max((r.per_core_interval or (0, r.per_core))[1] for r in series.rates) * 1.2)
         ax.set_xlabel("Envoy CPU limit (cores)")
-        ax.set_ylabel(f"knee RPS (at {report.threshold:.0%} CPU)")
+        ax.set_ylabel(f"RPS per core (at {report.threshold:.0%} CPU)")
         ax.yaxis.set_major_formatter("{x:,.0f}")
-        ax.legend(loc="upper left", frameon=False)
+        ax.legend(loc="lower right", frameon=False, fontsize="small")
 
-    caption = fit.describe() if fit is not None else (report.no_fit_reason or "")
-    return Plot("knee_vs_cores", "Knee RPS vs Envoy cores", caption, _png(draw))
+    title = f"Knee per core vs Envoy CPU limit ({series.profile}, {series.arrivals} arrivals)"
+    return Plot("knee_per_core", title, series.scaling.text, _png(draw))
+
+
+def _measured(report: Report) -> list[ConfigRow]:
+    return [section.row for section in report.sections]
 
 
 def _rps_vs_users(report: Report) -> Plot | None:
-    if not report.configs:
+    rows = _measured(report)
+    if not rows:
         return None
-
-    labels = _legend_labels(report.configs)
+    labels = _legend_labels(rows)
 
     def draw(ax: Axes) -> None:
-        for i, section in enumerate(report.configs):
-            ax.plot(
-                [r.step.users for r in section.rows],
-                [r.step.rps for r in section.rows],
-                "o-",
-                color=_color(i),
-                label=labels[i],
-            )
-            if section.knee_rps is not None and section.knee_users is not None:
-                ax.plot(section.knee_users, section.knee_rps, "*", ms=14, color=_color(i), markeredgecolor="black")
+        for i, row in enumerate(rows):
+            ax.plot([s.step.users for s in row.steps], [s.step.rps for s in row.steps], "o-", color=_color(i),
+                    label=labels[i])  # fmt: skip
+            if row.knee is not None and row.knee.users is not None:
+                ax.plot(row.knee.users, row.knee.rps, "*", ms=14, color=_color(i), markeredgecolor="black")
         ax.set_xlabel("concurrent users")
         ax.set_ylabel("throughput (RPS, Locust)")
         ax.set_xlim(left=0)
@@ -140,14 +144,14 @@ def _rps_vs_users(report: Report) -> Plot | None:
 
 
 def _cpu_vs_rps(report: Report) -> Plot | None:
-    if not report.configs:
+    measured = _measured(report)
+    if not measured:
         return None
-
-    labels = _legend_labels(report.configs)
+    labels = _legend_labels(measured)
 
     def draw(ax: Axes) -> None:
-        for i, section in enumerate(report.configs):
-            rows = sorted((r.step for r in section.rows), key=lambda s: s.rps)
+        for i, row in enumerate(measured):
+            rows = sorted((s.step for s in row.steps), key=lambda s: s.rps)
             means = [r.cpu_utilization_mean * 100 for r in rows]
             # the window's mean can fall just outside the min-max of its samples (Prometheus computes them apart)
             spread = [
@@ -157,8 +161,8 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
             ax.errorbar(
                 [r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i), label=labels[i]
             )
-            if section.knee_rps is not None:
-                ax.plot(section.knee_rps, report.threshold * 100, "*", ms=14, color=_color(i), markeredgecolor="black")
+            if row.knee is not None:
+                ax.plot(row.knee.rps, report.threshold * 100, "*", ms=14, color=_color(i), markeredgecolor="black")
         ax.axhline(report.threshold * 100, color="black", linestyle=":", linewidth=1.2)
         ax.annotate(
             f"{report.threshold:.0%} threshold",
@@ -170,25 +174,24 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
         ax.set_xlabel("throughput (RPS, Locust)")
         ax.set_ylabel("Envoy CPU utilization (% of limit)")
         ax.set_xlim(left=0)
-        ax.set_ylim(0, max(105.0, *(r.step.cpu_utilization_max * 100 + 3 for s in report.configs for r in s.rows)))
+        ax.set_ylim(0, max(105.0, *(s.step.cpu_utilization_max * 100 + 3 for r in measured for s in r.steps)))
         ax.xaxis.set_major_formatter("{x:,.0f}")
         ax.legend(loc="lower right", frameon=False, fontsize="small")
 
-    caption = "Mean over each window, bars from min to max; star: the interpolated knee."
+    caption = "Mean over each window, bars from min to max; star: the knee."
     return Plot("cpu_vs_rps", "CPU utilization vs RPS", caption, _png(draw))
 
 
 def _latency_vs_rps(report: Report) -> Plot | None:
-    sections = [s for s in report.configs if any(r.step.p95_ms is not None for r in s.rows)]
-    if not sections:
+    measured = [r for r in _measured(report) if any(s.step.p95_ms is not None for s in r.steps)]
+    if not measured:
         return None
-
-    labels = _legend_labels(sections)
+    labels = _legend_labels(measured)
 
     def draw(ax: Axes) -> None:
         worst = 1.0
-        for i, section in enumerate(sections):
-            rows = sorted((r.step for r in section.rows if r.step.p95_ms is not None), key=lambda s: s.rps)
+        for i, row in enumerate(measured):
+            rows = sorted((s.step for s in row.steps if s.step.p95_ms is not None), key=lambda s: s.rps)
             worst = max(worst, *(v for r in rows for v in (r.p95_ms, r.p99_ms) if v is not None))
             xs = [r.rps for r in rows]
             for style, values in (
@@ -197,8 +200,8 @@ def _latency_vs_rps(report: Report) -> Plot | None:
                 (_PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows]),
             ):
                 ax.plot(xs, [_ms(v) for v in values], color=_color(i), **style)
-            if section.knee_rps is not None:
-                ax.axvline(section.knee_rps, color=_color(i), linewidth=0.8, alpha=0.6)
+            if row.knee is not None:
+                ax.axvline(row.knee.rps, color=_color(i), linewidth=0.8, alpha=0.6)
         ax.set_yscale("log")
         ax.set_ylim(top=worst * 8)  # a band above the data for the two legends
         ax.yaxis.set_major_formatter("{x:,.0f}")
@@ -219,33 +222,34 @@ def _latency_vs_rps(report: Report) -> Plot | None:
 
 
 def _cost_vs_rps(report: Report) -> Plot | None:
-    """Envoy's CPU time per request against the load: flat if the cost per request did not depend on load."""
-    sections = [s for s in report.configs if any(r.step.cpu_per_request_us for r in s.rows)]
-    if not sections:
+    """Envoy's CPU time per request against the load: flat if the cost per request did not depend on load;
+    throttled windows ringed (they cost more and say where Envoy breaks, not what a request costs)."""
+    measured = [r for r in _measured(report) if any(s.step.cpu_per_request_us for s in r.steps)]
+    if not measured:
         return None
-    labels = _legend_labels(sections)
+    labels = _legend_labels(measured)
 
     def draw(ax: Axes) -> None:
-        for i, section in enumerate(sections):
-            costs = sorted((r.step.rps, r.step.cpu_per_request_us or 0.0, r.at_limit) for r in section.rows)
+        for i, row in enumerate(measured):
+            costs = sorted((s.step.rps, s.step.cpu_per_request_us or 0.0, s.step.regime == "throttled")
+                           for s in row.steps)  # fmt: skip
             points = [(rps, cost) for rps, cost, _ in costs if cost > 0]
-            ringed = [(rps, cost) for rps, cost, limit in costs if cost > 0 and limit]
+            ringed = [(rps, cost) for rps, cost, throttled in costs if cost > 0 and throttled]
             ax.plot(*zip(*points, strict=True), "o", color=_color(i), label=labels[i], alpha=0.85)
             if ringed:
                 ax.plot(*zip(*ringed, strict=True), "o", mfc="none", ms=11, color=_color(i))
-            knee = section.knee
-            if knee.knee_rps is not None and knee.cpu_per_request_us is not None:
-                ax.plot(knee.knee_rps, knee.cpu_per_request_us, "*", ms=14, color=_color(i), markeredgecolor="black")
+            if row.knee is not None and row.cpu_per_request_us is not None:
+                ax.plot(row.knee.rps, row.cpu_per_request_us, "*", ms=14, color=_color(i), markeredgecolor="black")
         ax.set_xlabel("throughput (RPS, Locust)")
-        ax.set_ylabel("Envoy CPU per request (µs)")
+        ax.set_ylabel("Envoy CPU per request (\u00b5s)")
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.xaxis.set_major_formatter("{x:,.0f}")
         ax.legend(loc="upper right", frameon=False, fontsize="small")
 
     caption = (
-        "Envoy's CPU time per request in each window; ringed: at or past the threshold; star: at the knee. "
-        "A falling cost means utilization is not proportional to RPS."
+        "Envoy's CPU time per request in each window; ringed: windows in the throttled regime (CFS throttling in 15% "
+        "of periods or more); star: at the knee. A falling cost means utilization is not proportional to RPS."
     )
     return Plot("cost_vs_rps", "CPU per request vs RPS", caption, _png(draw))
 
@@ -255,24 +259,25 @@ def _profiles(report: Report) -> Plot | None:
     comparison = report.profiles
     if comparison is None:
         return None
-    rows = [r for r in comparison.rows if r.knee_rps is not None]
-    if not rows:
+    rows = [p.row for p in comparison.rows]
+    valid = [(r, r.knee) for r in rows if r.knee is not None]
+    if not valid:
         return None
-    groups = list(dict.fromkeys(r.group for r in comparison.rows))
-    names = list(dict.fromkeys(r.profile for r in comparison.rows))
+    groups = list(dict.fromkeys(p.group for p in comparison.rows))
+    group_of = {p.row.config.key: p.group for p in comparison.rows}
+    names = list(dict.fromkeys(r.profile for r in rows))
     width = 0.8 / len(names)
 
     def draw(ax: Axes) -> None:
         for i, name in enumerate(names):
-            mine = [(groups.index(r.group), r) for r in rows if r.profile == name]
+            mine = [(groups.index(group_of[r.config.key]), k) for r, k in valid if r.profile == name]
             if not mine:
                 continue
             x = [g + (i - (len(names) - 1) / 2) * width for g, _ in mine]
-            knees = [r.knee_rps or 0.0 for _, r in mine]
-            low = [k - (r.knee_low if r.knee_low is not None else k) for k, (_, r) in zip(knees, mine, strict=True)]
-            high = [(r.knee_high if r.knee_high is not None else k) - k for k, (_, r) in zip(knees, mine, strict=True)]
-            ax.bar(x, knees, width * 0.95, color=_color(i), label=name, yerr=[low, high], capsize=3)
-        cpus = {r.group: r.cpu_cores for r in comparison.rows}
+            low = [k.rps - (k.low if k.low is not None else k.rps) for _, k in mine]
+            high = [(k.high if k.high is not None else k.rps) - k.rps for _, k in mine]
+            ax.bar(x, [k.rps for _, k in mine], width * 0.95, color=_color(i), label=name, yerr=[low, high], capsize=3)
+        cpus = {p.group: p.row.cpu_cores for p in comparison.rows}
         ax.set_xticks(range(len(groups)), [f"Envoy {format_cpu(cpus[g])}" for g in groups])
         ax.set_ylabel("knee (RPS)")
         ax.yaxis.set_major_formatter("{x:,.0f}")
@@ -282,64 +287,75 @@ def _profiles(report: Report) -> Plot | None:
     return Plot("profiles", "Knee per traffic profile", caption, _png(draw))
 
 
-def _memory_plot(
-    report: Report, name: str, rows_of: str, x_of: Callable[[MemoryPoint], float], fit_of: str, x_label: str
-) -> Plot | None:
-    """Working set (and Envoy's heap) against `x_of`, with the fitted line: the memory model's two plots."""
+@dataclass(frozen=True)
+class _MemoryAxis:
+    """One of the memory model's two plots: its rows, x, fit and words."""
+
+    name: str
+    title: str
+    rows: tuple[MemoryRow, ...]
+    x_of: Callable[[MemoryPoint], float]
+    x_label: str
+    fit: LineFit | None
+    slope: Callable[[LineFit], str]
+    caption: str
+
+
+def _memory_plot(report: Report, axis: _MemoryAxis) -> Plot | None:
+    """Working set (and Envoy's heap) against the axis' x, with the fitted line."""
     section = report.memory
     if section is None:
         return None
-    rows = [r.point for r in getattr(section, rows_of) if r.point.working_set_bytes is not None]
-    fit: LineFit | None = getattr(section.fits, fit_of)
-    if len(rows) < 2:
+    points = [r.point for r in axis.rows if r.point.working_set_bytes is not None]
+    if len(points) < 2:
         return None
+    fit = axis.fit
 
     def draw(ax: Axes) -> None:
-        xs = [x_of(p) for p in rows]
-        ax.plot(xs, [(p.working_set_bytes or 0) / _MIB for p in rows], "o", ms=7, color=COLORS[0], zorder=3,
+        xs = [axis.x_of(p) for p in points]
+        ax.plot(xs, [(p.working_set_bytes or 0) / _MIB for p in points], "o", ms=7, color=COLORS[0], zorder=3,
                 label="working set (mean over the window)")  # fmt: skip
-        heap = [(x, p.heap_bytes / _MIB) for x, p in zip(xs, rows, strict=True) if p.heap_bytes is not None]
+        heap = [(x, p.heap_bytes / _MIB) for x, p in zip(xs, points, strict=True) if p.heap_bytes is not None]
         if heap:
             ax.plot(*zip(*heap, strict=True), "s", ms=5, color=COLORS[2], label="Envoy heap (server.memory_heap_size)")
         if fit is not None:
             ends = [0.0, max(xs) * 1.05]
-            slope = (
-                f"{fit.slope / 2**10:,.1f} KiB per connection"
-                if fit_of == "connections"
-                else (f"{fit.slope * 1000 / _MIB:,.2f} MiB per 1,000 routes")
-            )
-            ax.plot(
-                ends,
-                [fit.at(x) / _MIB for x in ends],
-                "--",
-                color=COLORS[1],
-                label=f"fit: {slope}, R² {fit.r_squared:.3f}",
-            )
+            ax.plot(ends, [fit.at(x) / _MIB for x in ends], "--", color=COLORS[1],
+                    label=f"fit: {axis.slope(fit)}, R\u00b2 {fit.r_squared:.3f}")  # fmt: skip
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.set_xlabel(x_label)
+        ax.set_xlabel(axis.x_label)
         ax.set_ylabel("MiB")
         ax.xaxis.set_major_formatter("{x:,.0f}")
         ax.legend(loc="upper left", frameon=False, fontsize="small")
 
-    fits = section.fits
-    caption = (fits.describe_connections() if fit_of == "connections" else fits.describe_routes()) + "; "
-    caption += f"Envoy at {section.envoy_memory}, {fits.cgroup_note.split(':')[0]}."
-    title = "Envoy memory vs held connections" if fit_of == "connections" else "Envoy memory vs routes"
-    return Plot(name, title, caption, _png(draw))
+    caption = f"{axis.caption}; Envoy at {section.envoy_memory}, {section.fits.cgroup_note.split(':')[0]}."
+    return Plot(axis.name, axis.title, caption, _png(draw))
 
 
 def _memory_vs_connections(report: Report) -> Plot | None:
-    return _memory_plot(
-        report, "memory_vs_connections", "connection_rows",
+    section = report.memory
+    if section is None:
+        return None
+    axis = _MemoryAxis(
+        "memory_vs_connections", "Envoy memory vs held connections", section.connection_rows,
         lambda p: p.envoy_connections if p.envoy_connections is not None else float(p.held),
-        "connections", "Envoy's active downstream connections",
+        "Envoy's active downstream connections", section.fits.connections,
+        lambda fit: f"{fit.slope / 2**10:,.1f} KiB per connection", section.fits.describe_connections(),
     )  # fmt: skip
+    return _memory_plot(report, axis)
 
 
 def _memory_vs_routes(report: Report) -> Plot | None:
-    return _memory_plot(report, "memory_vs_routes", "route_rows", lambda p: float(p.routes), "routes",
-                        "extra routes (virtual hosts, or HTTPProxies on Kubernetes)")  # fmt: skip
+    section = report.memory
+    if section is None:
+        return None
+    axis = _MemoryAxis(
+        "memory_vs_routes", "Envoy memory vs routes", section.route_rows, lambda p: float(p.routes),
+        "extra routes (virtual hosts, or HTTPProxies on Kubernetes)", section.fits.routes,
+        lambda fit: f"{fit.slope * 1000 / _MIB:,.2f} MiB per 1,000 routes", section.fits.describe_routes(),
+    )  # fmt: skip
+    return _memory_plot(report, axis)
 
 
 def _route_programming(report: Report) -> Plot | None:
@@ -370,7 +386,7 @@ def _route_programming(report: Report) -> Plot | None:
 
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
-    makers = (_knee_vs_cores, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
+    makers = (_knee_per_core, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
               _memory_vs_connections, _memory_vs_routes, _route_programming)  # fmt: skip
     made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

@@ -1,12 +1,14 @@
-"""Replicas and autoscaling from the knee fit, pure: the knee is per Envoy pod, so a target is served by pods.
+"""Replicas and autoscaling from the measured limits, pure: the knee is per Envoy pod, so a target is served by pods.
 
 - required knee RPS R = target x (1 + headroom), as for one pod (`sizing.recommend`);
-- per replica: a CPU limit c inside the measured range (by default the measured limit that runs the fewest
-  cores at N+1), whose knee k(c) comes from the fit;
-- replicas N = ceil(R / k(c)); N+1 keeps R with one replica lost (a node drained, a pod restarting);
+- per replica: a CPU limit c (by default the measured limit that runs the fewest cores at N+1), serving the
+  rate measured there (runner.report.series: its knee, or its capacity where latency broke first) with its
+  interval; a limit the run did not measure is sized at the rate per core of the largest measured limit at or
+  below it, and says so;
+- replicas N = ceil(R / rate(c)); N+1 keeps R with one replica lost (a node drained, a pod restarting);
 - HPA target utilization = floor(100 x threshold / (1 + headroom)) percent of the CPU request (requests equal
   limits): the knee is where utilization reaches the threshold (0.90), so a pod held at the target serves at
-  most k(c) / (1 + headroom) if its CPU grew in proportion to RPS. Envoy's CPU per request falls as load
+  most rate(c) / (1 + headroom) if its CPU grew in proportion to RPS. Envoy's CPU per request falls as load
   rises, so it reaches the target earlier; where the run measured that limit, the real scale-out RPS is
   read off its steps.
 """
@@ -19,21 +21,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runner.errors import UsageError
 from runner.model import RunSummary
 from runner.report import formatting as fmt
-from runner.report.sizing import Fit, Recommendation
+from runner.report.series import Rate, Series
+from runner.report.sizing import Recommendation
 
 __all__ = [
     "HPA_TOLERANCE",
     "MAX_REPLICAS_FACTOR",
     "MeasuredScaleOut",
     "ReplicaPlan",
+    "ReplicaRate",
     "choose_cores",
     "format_replicas",
     "hpa_target_percent",
-    "knee_at",
     "plan_replicas",
+    "rate_at",
     "replicas_for",
 ]
 
@@ -58,16 +61,23 @@ class ReplicaPlan:
 
     rec: Recommendation
     threshold: float
-    cores_per_replica: float
+    rate: ReplicaRate
     chosen_by: str
-    knee_per_replica: float
-    knee_interval: tuple[float, float] | None
     replicas: int
-    replicas_interval: tuple[int, int | None] | None
+    replicas_interval: tuple[int, int] | None
     hpa_target_pct: int
     max_replicas: int
     measured: MeasuredScaleOut | None
     warnings: tuple[str, ...]
+
+    @property
+    def cores_per_replica(self) -> float:
+        return self.rate.cores
+
+    @property
+    def knee_per_replica(self) -> float:
+        """What one replica serves: the measured (or scaled) knee, or the capacity where latency broke first."""
+        return self.rate.rps
 
     @property
     def min_replicas(self) -> int:
@@ -80,16 +90,27 @@ class ReplicaPlan:
         return self.knee_per_replica * self.hpa_target_pct / 100 / self.threshold
 
 
-def knee_at(fit: Fit, cores: float) -> tuple[float, tuple[float, float] | None]:
-    """The fit's knee RPS at `cores`, and its range over the slope's 95% interval (pivoting on the knees'
-    centroid, as `Fit.cores_for` does), low first."""
-    value = fit.rps_at(cores)
-    if fit.slope_interval is None:
-        return value, None
-    mean_x = sum(p.cpu_cores for p in fit.points) / len(fit.points)
-    mean_y = sum(p.rps for p in fit.points) / len(fit.points)
-    ends = sorted(mean_y + slope * (cores - mean_x) for slope in fit.slope_interval)
-    return value, (ends[0], ends[1])
+@dataclass(frozen=True)
+class ReplicaRate:
+    """What one replica of `cores` serves: the rate measured at that limit, or scaled from `basis`."""
+
+    cores: float
+    rps: float
+    interval: tuple[float, float] | None
+    basis: Rate
+    measured: bool
+
+
+def rate_at(series: Series, cores: float) -> ReplicaRate:
+    """The rate one replica of `cores` serves and its interval: measured when the run measured that limit,
+    else the rate per core of the largest measured limit at or below it (the smallest below them all)."""
+    measured = series.rate_at(cores)
+    if measured is not None:
+        return ReplicaRate(cores, measured.rps, measured.interval, measured, True)
+    basis = series.basis_for(cores)
+    per_core = basis.per_core_interval
+    interval = (per_core[0] * cores, per_core[1] * cores) if per_core else None
+    return ReplicaRate(cores, basis.per_core * cores, interval, basis, False)
 
 
 def replicas_for(required_rps: float, knee_rps: float) -> int:
@@ -103,32 +124,21 @@ def hpa_target_percent(threshold: float, headroom: float) -> int:
     return max(1, math.floor(round(100 * threshold / (1 + headroom), 9)))
 
 
-def choose_cores(fit: Fit, required_rps: float) -> float:
+def choose_cores(series: Series, required_rps: float) -> float:
     """The measured CPU limit that runs the fewest cores at N+1 for `required_rps` (fewer replicas on a tie)."""
-    candidates = sorted({p.cpu_cores for p in fit.points if fit.rps_at(p.cpu_cores) > 0}, reverse=True)
-    if not candidates:
-        raise UsageError(f"the fit ({fit.equation()}) gives no positive knee at any measured CPU limit")
-    return min(candidates, key=lambda c: (round((replicas_for(required_rps, fit.rps_at(c)) + 1) * c, 9), -c))
+    return min(
+        (r.cores for r in series.rates),
+        key=lambda c: (round((replicas_for(required_rps, rate_at(series, c).rps) + 1) * c, 9), -c),
+    )
 
 
-def _measured(
-    summary: RunSummary | None, fit: Fit, cores: float, rps_per_pod: float, target: float
-) -> MeasuredScaleOut | None:
+def _measured(rate: ReplicaRate, rps_per_pod: float, target: float) -> MeasuredScaleOut | None:
     """Utilization at `rps_per_pod` and the first RPS reaching `target`, interpolated over the steps of the
-    fitted configuration at `cores` (the first one, when several arrival models ran)."""
-    if summary is None:
+    measured configuration at the replica's limit."""
+    if not rate.measured:
         return None
-    fitted = {p.label for p in fit.points}
-    config = next(
-        (c for c in summary.configs if c.label in fitted and c.valid_knee and math.isclose(c.envoy.cpu_cores, cores)),
-        None,
-    )
-    if config is None:
-        return None
-    steps = sorted(
-        ((s.envoy_rps if s.envoy_rps is not None else s.rps, s.cpu_utilization_mean) for s in config.steps),
-        key=lambda p: p[0],
-    )
+    config = rate.basis.config
+    steps = sorted(((s.envoy_rps, s.cpu_utilization_mean) for s in config.steps), key=lambda p: p[0])
     if len(steps) < 2 or not steps[0][0] <= rps_per_pod <= steps[-1][0]:
         return None
     rps = np.array([s[0] for s in steps])
@@ -141,6 +151,21 @@ def _measured(
     return MeasuredScaleOut(config.label, rps_per_pod, float(np.interp(rps_per_pod, rps, utilization)), scale_out)
 
 
+def _rate_warning(series: Series, rate: ReplicaRate) -> str | None:
+    if rate.measured:
+        return None
+    high = series.largest.cores
+    where = (
+        f"beyond the largest measured limit ({fmt.cpu(high)}): extrapolated {rate.cores / high:.1f}x"
+        if rate.cores > high
+        else f"not measured (the run measured {', '.join(fmt.cpu(r.cores) for r in series.rates)})"
+    )
+    scaled = f"sized at {fmt.rps(rate.basis.per_core)} RPS per core of {rate.basis.where}"
+    return (
+        f"{fmt.cpu(rate.cores)} CPU per replica is {where}; {scaled}; confirm with a sweep at ENVOY_CPUS={rate.cores:g}"
+    )
+
+
 def plan_replicas(
     rec: Recommendation,
     threshold: float,
@@ -148,50 +173,38 @@ def plan_replicas(
     summary: RunSummary | None = None,
 ) -> ReplicaPlan:
     """Replicas, N+1 and the HPA target for `rec` (its target and headroom); `cores_per_replica` None chooses
-    a measured limit; `summary` (the run) adds the measured scale-out point."""
-    fit = rec.fit
+    a measured limit. `summary` is the CLI's run; the series in `rec` already carries its configurations."""
+    series = rec.series
     if cores_per_replica is None:
-        cores = choose_cores(fit, rec.required_rps)
+        cores = choose_cores(series, rec.required_rps)
         chosen_by = "the measured limit that runs the fewest cores at N+1"
     else:
         cores, chosen_by = cores_per_replica, "--cores-per-replica"
-    knee, interval = knee_at(fit, cores)
-    if knee <= 0:
-        raise UsageError(
-            f"the fit gives no positive knee at {fmt.cpu(cores)} CPU per replica ({fit.equation()})",
-            "choose --cores-per-replica within the measured "
-            f"{fmt.cpu(fit.cores_range[0])}-{fmt.cpu(fit.cores_range[1])}",
-        )
-    replicas = replicas_for(rec.required_rps, knee)
-    replicas_interval: tuple[int, int | None] | None = None
-    if interval is not None:
-        low_knee, high_knee = interval
-        replicas_interval = (
-            replicas_for(rec.required_rps, high_knee),
-            replicas_for(rec.required_rps, low_knee) if low_knee > 0 else None,
-        )
-    warnings = []
-    if fit.extrapolation(cores) > 1.0:
-        low, high = fit.cores_range
+    rate = rate_at(series, cores)
+    replicas = replicas_for(rec.required_rps, rate.rps)
+    replicas_interval = None
+    if rate.interval is not None:
+        low_rate, high_rate = rate.interval
+        replicas_interval = (replicas_for(rec.required_rps, high_rate), replicas_for(rec.required_rps, low_rate))
+    warnings = [w for w in (_rate_warning(series, rate),) if w]
+    if rec.memory_bytes is not None and rate.rps > series.peak_rps:
         warnings.append(
-            f"extrapolated {fit.extrapolation(cores):.1f}x: {fmt.cpu(cores)} CPU per replica is outside the measured "
-            f"{fmt.cpu(low)}-{fmt.cpu(high)}; confirm its knee with a sweep at ENVOY_CPUS={cores:g}"
+            f"memory measured up to {fmt.rps(series.peak_rps)} RPS only, below the {fmt.rps(rate.rps)} RPS a replica "
+            "may serve; watch Envoy's working set at that load"
         )
-    peak_rps = max(p.peak_rps for p in fit.points)
-    if rec.memory_bytes is not None and knee > peak_rps:
+    if rate.basis.source == "capacity":
         warnings.append(
-            f"memory measured up to {fmt.rps(peak_rps)} RPS only, below the {fmt.rps(knee)} RPS a replica may serve; "
-            "watch Envoy's working set at that load"
+            f"latency broke below the {threshold:.0%} CPU threshold at {fmt.cpu(rate.basis.cores)}: an HPA on CPU "
+            "utilization scales out later than the capacity needs there; set its target from the utilization measured "
+            "at the capacity, not from the knee"
         )
     target_pct = hpa_target_percent(threshold, rec.headroom)
-    measured = _measured(summary, fit, cores, knee * target_pct / 100 / threshold, target_pct / 100)
+    measured = _measured(rate, rate.rps * target_pct / 100 / threshold, target_pct / 100)
     return ReplicaPlan(
         rec=rec,
         threshold=threshold,
-        cores_per_replica=cores,
+        rate=rate,
         chosen_by=chosen_by,
-        knee_per_replica=knee,
-        knee_interval=interval,
         replicas=replicas,
         replicas_interval=replicas_interval,
         hpa_target_pct=target_pct,
@@ -208,18 +221,17 @@ def _cores_total(replicas: int, cores: float) -> str:
 def format_replicas(plan: ReplicaPlan) -> list[str]:
     """The replicas block of `recommend`'s output: each figure with the formula behind it."""
     rec, cores, knee = plan.rec, plan.cores_per_replica, plan.knee_per_replica
-    knee_range = ""
-    if plan.knee_interval is not None:
-        low_knee, high_knee = plan.knee_interval
-        knee_range = f", {fmt.rps(low_knee)}-{fmt.rps(high_knee)} within the slope's 95% interval"
+    rate = plan.rate
+    how = f"{rate.basis.source}, measured" if rate.measured else f"at the rate per core of {rate.basis.where}"
+    knee_range = f", 95% CI {fmt.interval(*rate.interval)}" if rate.interval else ", no interval"
     spread = ""
     if plan.replicas_interval is not None:
         low, high = plan.replicas_interval
-        spread = f"; {low}-{high if high is not None else 'unbounded'} within the interval"
+        spread = f"; {low}-{high} within its interval" if low != high else ""
     threshold, target, headroom = fmt.percent(plan.threshold), plan.hpa_target_pct, rec.headroom
     lines = [
         f"Replicas (the knee is per Envoy pod; {fmt.cpu(cores)} CPU per replica: {plan.chosen_by}):",
-        f"  per replica: knee {fmt.rps(knee)} RPS at {fmt.cpu(cores)} by the fit{knee_range}; "
+        f"  per replica: {fmt.rps(knee)} RPS at {fmt.cpu(cores)} ({how}{knee_range}); "
         f"resources {{cpu: {fmt.cpu(cores)}, memory: {rec.memory}}}",
         f"  replicas:    {_cores_total(plan.replicas, cores)}: ceil({fmt.rps(rec.required_rps)} / {fmt.rps(knee)}) = "
         f"{plan.replicas}{spread}",

@@ -1,168 +1,78 @@
-"""Sizing guidance, pure: a least-squares line through the knees (RPS against Envoy cores) and what it implies.
+"""Sizing guidance, pure: Envoy cores for a target RPS from what the run measured at each CPU limit.
 
-The fit's slope is the RPS each added Envoy core buys at the knee (90% CPU); `recommend` inverts it for a
-target RPS with headroom: cores = (target x (1 + headroom) - intercept) / slope, rounded up.
-
-The slope's 95% interval combines two uncertainties: the knees' own (each knee's interval, propagated
-through the least-squares weights) and, with three knees or more, the line's residual scatter (with
-Student's t for its few degrees of freedom). So two knees measured to +-3% give a slope known to about
-+-5-10%, and the sizing says so instead of "R^2 1.000".
+The required knee is target x (1 + headroom). A measured limit whose rate (runner.report.series: its knee,
+or its capacity where latency broke first) reaches it is enough; between two measured limits, the lower rate
+per core of the two sizes the cores, capped at the limit that reaches it; beyond the largest, its rate per
+core does: conservative when the knee grows faster than the CPU limit, as it does under a sub-core CFS
+quota. The rate's 95% interval is carried into the cores. With three limits or more measured in rounds, the
+growth knee ~ cores^g (runner.figures) gives a second answer with its interval, and the answer when the knee
+grows slower than the limit (where the largest limit's rate per core would fall short). No straight line
+through the knees: its intercept is negative whenever the growth is faster than proportional, and it is no
+sizing rule then.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
-from scipy import stats
+from dataclasses import dataclass
+from typing import Literal
 
 from runner.errors import UsageError
-from runner.model import ConfigResult, Knee, RunSummary
-from runner.profiles import PLAIN
+from runner.model import RunSummary
 from runner.quantities import format_cpu, format_memory
 from runner.report import formatting as fmt
+from runner.report.series import Rate, Series, require_series
 
 __all__ = [
+    "CPU_STEP_CORES",
     "DEFAULT_HEADROOM",
-    "Fit",
-    "KneePoint",
+    "MEMORY_STEP_BYTES",
     "Recommendation",
     "check_request",
     "example_targets",
-    "fit_knees",
     "format_recommendation",
-    "knee_points",
     "recommend",
     "require_fit",
-    "valid_knee",
 ]
 
 DEFAULT_HEADROOM = 0.3
 CPU_STEP_CORES = 0.1  # requests are rounded up to 100m
 MEMORY_STEP_BYTES = 64 * 2**20  # and to 64Mi
-LINEAR_R_SQUARED = 0.95  # at or above: knee RPS is called linear in cores
-CONFIDENCE = 0.95
-SWEEP_HINT = "sweep two or more Envoy CPU limits, e.g. make sweep ENVOY_CPUS=0.15,0.3"
+TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
-class KneePoint:
-    """One configuration's valid knee, and the most memory Envoy used in that configuration."""
+class GrowthSizing:
+    """The cores the growth knee ~ cores^g gives for a required knee, anchored at a measured limit, and their
+    range over g's interval and the anchor's."""
 
-    label: str
-    cpu_cores: float
-    rps: float
-    peak_memory_bytes: float
-    peak_rps: float
-    low: float | None = None  # the knee's 95% interval, when it has one
-    high: float | None = None
-
-    @property
-    def rps_per_core(self) -> float:
-        return self.rps / self.cpu_cores
-
-
-@dataclass(frozen=True)
-class Fit:
-    """knee RPS = slope x cores + intercept, by least squares over `points`."""
-
-    slope: float
-    intercept: float
-    r_squared: float
-    points: tuple[KneePoint, ...]
-    slope_interval: tuple[float, float] | None = field(default=None, compare=False)
-
-    @property
-    def cores_range(self) -> tuple[float, float]:
-        cores = [p.cpu_cores for p in self.points]
-        return min(cores), max(cores)
-
-    @property
-    def rps_range(self) -> tuple[float, float]:
-        knees = [p.rps for p in self.points]
-        return min(knees), max(knees)
-
-    def rps_at(self, cores: float) -> float:
-        return self.slope * cores + self.intercept
-
-    def equation(self) -> str:
-        """ "knee RPS = 8,534 x cores - 756" """
-        sign = "-" if self.intercept < 0 else "+"
-        return f"knee RPS = {self.slope:,.0f} x cores {sign} {abs(self.intercept):,.0f}"
-
-    def slope_text(self) -> str:
-        """ "8,534 RPS per core (95% CI 7,900-9,200)" """
-        interval = self.slope_interval
-        ci = f" (95% CI {interval[0]:,.0f}-{interval[1]:,.0f})" if interval else ""
-        return f"{self.slope:,.0f} RPS per core{ci}"
-
-    def describe(self) -> str:
-        """ "knee RPS = 8,534 x cores - 756 (slope 95% CI 7,900-9,200, R^2 1.000, 2 knees at 150m-300m)" """
-        low, high = self.cores_range
-        knees = f"{len(self.points)} knees at {fmt.cpu(low)}-{fmt.cpu(high)}"
-        interval = self.slope_interval
-        ci = f"slope 95% CI {interval[0]:,.0f}-{interval[1]:,.0f}, " if interval else ""
-        return f"{self.equation()} ({ci}R^2 {self.r_squared:.3f}, {knees})"
-
-    def cores_for(self, rps: float) -> tuple[float, float] | None:
-        """The cores a knee of `rps` needs at either end of the slope's interval (the line pivots on the
-        knees' centroid), low first; None without an interval or when it reaches a flat slope."""
-        if self.slope_interval is None or self.slope_interval[0] <= 0:
-            return None
-        mean_x = sum(p.cpu_cores for p in self.points) / len(self.points)
-        mean_y = sum(p.rps for p in self.points) / len(self.points)
-        ends = sorted(mean_x + (rps - mean_y) / slope for slope in self.slope_interval)
-        return ends[0], ends[1]
-
-    def extrapolation(self, cores: float) -> float:
-        """How far `cores` lies outside the measured limits, as a factor (1.0 inside them)."""
-        low, high = self.cores_range
-        if cores > high:
-            return cores / high
-        if cores < low:
-            return low / cores if cores > 0 else math.inf
-        return 1.0
-
-    def caveats(self) -> list[str]:
-        """What limits trust in the line, each with what to do."""
-        notes = []
-        if self.slope <= 0:
-            notes.append(
-                f"knee RPS does not grow with Envoy cores (slope {self.slope:,.0f} RPS per core): "
-                "something other than Envoy's CPU limited the run; check the configurations' status and reason"
-            )
-        if len(self.points) == 2:
-            notes.append("two knees fit any line exactly (R^2 = 1): sweep a third CPU limit to check it is straight")
-        elif self.r_squared < LINEAR_R_SQUARED:
-            notes.append(
-                f"knee RPS is not linear in Envoy cores (R^2 {self.r_squared:.2f}): trust recommendations only "
-                "near the measured limits"
-            )
-        return notes
+    cores: float
+    interval: tuple[float, float]
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """Envoy resources to request for `target_rps`, sized so the knee sits `headroom` above it."""
+    """Envoy resources to request for `target_rps`, sized so that the knee sits `headroom` above it."""
 
     target_rps: float
     headroom: float
     required_rps: float
+    basis: Rate  # the measured limit whose rate per core sizes it
     cores_exact: float
+    cores_interval: tuple[float, float] | None  # the cores at either end of the basis's interval
     cpu_cores: float
     memory_bytes: int | None
     peak_memory_bytes: float
-    fit: Fit
+    series: Series
     warnings: tuple[str, ...]
-    cores_interval: tuple[float, float] | None = None  # the cores needed at either end of the slope's interval
+    how: How = "beyond"  # see _size; `growth` when the knee grows slower than the limit beyond the largest
+    by_growth: GrowthSizing | None = None
     memory_from_model: bool = False  # memory_bytes came from the memory model's fits, not the peak seen
 
     @property
     def extrapolated(self) -> bool:
-        low, high = self.fit.cores_range
-        return not low <= self.cores_exact <= high
+        """More cores than the largest measured limit."""
+        return self.cores_exact > self.series.largest.cores + TOLERANCE
 
     @property
     def cpu(self) -> str:
@@ -172,93 +82,22 @@ class Recommendation:
     def memory(self) -> str:
         return format_memory(self.memory_bytes) if self.memory_bytes else "-"
 
-
-def valid_knee(config: ConfigResult) -> Knee | None:
-    """A configuration's knee when it counts: the configuration ended `saturated` (no guard fired)."""
-    return config.valid_knee
-
-
-def sizing_profile(summary: RunSummary) -> str:
-    """The traffic profile the sizing rule is for: the scenario's first (plain when it named none)."""
-    return summary.configs[0].profile.name if summary.configs else PLAIN
-
-
-def knee_points(summary: RunSummary, profile: str | None = None) -> list[KneePoint]:
-    """The valid knees of one traffic profile (default: `sizing_profile`): the only ones sizing may use.
-    Profiles are not pooled: a TLS handshake per request costs many keep-alive requests."""
-    name = profile or sizing_profile(summary)
-    points = []
-    for config in summary.configs:
-        knee = valid_knee(config)
-        if knee is None or config.profile.name != name:
-            continue
-        memory = max((s.envoy_memory_bytes for s in config.steps), default=0.0)
-        peak_rps = max((s.rps for s in config.steps), default=0.0)
-        points.append(KneePoint(config.label, config.envoy.cpu_cores, knee.rps, memory, peak_rps, knee.low, knee.high))
-    return points
+    @property
+    def sized_from(self) -> str:
+        """For the report's examples table: which figure sized it."""
+        basis = self.basis
+        return {
+            "below": f"{basis.where} reaches it (the smallest measured limit)",
+            "measured": f"{basis.where} reaches it",
+            "between": f"{fmt.rps(basis.per_core)} RPS per core at {basis.where}",
+            "beyond": f"{fmt.rps(basis.per_core)} RPS per core at {basis.where}, beyond the largest measured limit",
+            "growth": f"the growth from {fmt.cpu(basis.cores)}: {self.series.scaling.figure}",
+        }[self.how]
 
 
-def _slope_interval(points: Sequence[KneePoint], residual_sd: float) -> tuple[float, float] | None:
-    """The slope's 95% interval from the knees' intervals and the residual scatter (see the module's
-    docstring); None when neither says anything (two knees without intervals fit any line exactly)."""
-    if len(points) == 2 and any(p.low is None or p.high is None for p in points):
-        return None  # two knees, one of them without an interval: nothing bounds the line's slope
-    x = np.array([p.cpu_cores for p in points])
-    weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()  # the slope is sum(weights * knee RPS)
-    half_widths = np.array([(p.high - p.low) / 2 if p.low is not None and p.high is not None else 0.0 for p in points])
-    from_knees = float(np.sqrt((weights**2 * half_widths**2).sum()))  # 95% half-widths combine as the z's cancel
-    from_scatter = 0.0
-    if len(points) > 2:
-        dof = len(points) - 2
-        from_scatter = (
-            float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) * residual_sd / float(np.sqrt(((x - x.mean()) ** 2).sum()))
-        )
-    half = math.hypot(from_knees, from_scatter)
-    if half == 0:
-        return None
-    slope = float((weights * np.array([p.rps for p in points])).sum())
-    return slope - half, slope + half
-
-
-def fit_knees(points: Sequence[KneePoint]) -> Fit | None:
-    """The least-squares line through the knees with its slope's interval; None when they sit at fewer
-    than two CPU limits."""
-    if len({p.cpu_cores for p in points}) < 2:
-        return None
-    x = np.array([p.cpu_cores for p in points])
-    y = np.array([p.rps for p in points])
-    slope = float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum())
-    intercept = float(y.mean() - slope * x.mean())
-    ss_res = float(((y - (slope * x + intercept)) ** 2).sum())
-    ss_tot = float(((y - y.mean()) ** 2).sum())
-    r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    residual_sd = math.sqrt(ss_res / (len(points) - 2)) if len(points) > 2 else 0.0
-    ordered = tuple(sorted(points, key=lambda p: p.cpu_cores))
-    return Fit(slope, intercept, r_squared, ordered, _slope_interval(ordered, residual_sd))
-
-
-def require_fit(summary: RunSummary, profile: str | None = None) -> Fit:
-    """The run's fit for a traffic profile (default: `sizing_profile`), or a UsageError saying why there is
-    none and what to run instead."""
-    measured = list(dict.fromkeys(c.profile.name for c in summary.configs))
-    if profile is not None and profile not in measured:
-        raise UsageError(
-            f"run {summary.run_id} measured no traffic profile {profile!r}",
-            f"use one it measured: {', '.join(measured) or 'none'}",
-        )
-    points = knee_points(summary, profile)
-    if not points:
-        configs = [c for c in summary.configs if c.profile.name == (profile or sizing_profile(summary))]
-        why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in configs)
-        raise UsageError(f"run {summary.run_id} has no valid knee ({why or 'no configuration'})", SWEEP_HINT)
-    fit = fit_knees(points)
-    if fit is None:
-        at = ", ".join(fmt.cpu(c) for c in sorted({p.cpu_cores for p in points}))
-        raise UsageError(
-            f"run {summary.run_id} has valid knees at only one Envoy CPU limit ({at}); a fit needs two or more",
-            SWEEP_HINT,
-        )
-    return fit
+def require_fit(summary: RunSummary, profile: str | None = None, accept_encoding: str | None = None) -> Series:
+    """The run's series for a traffic profile, or a UsageError (the CLI's name for `require_series`)."""
+    return require_series(summary, profile, accept_encoding)
 
 
 def _round_up(value: float, step: float) -> float:
@@ -276,44 +115,129 @@ def check_request(target_rps: float, headroom: float) -> None:
         raise UsageError(f"--headroom must be 0 or more, got {headroom:g}", "0.3 puts the knee 30% above the target")
 
 
+How = Literal["below", "measured", "between", "beyond", "growth"]
+
+
+def _size(series: Series, required: float) -> tuple[Rate, float, How]:
+    """The rate that sizes `required`, the cores it gives, and how: `below` or `measured` (a measured limit's
+    rate reaches it: that limit), `between` (the lower rate per core of the two measured limits around it),
+    `beyond` (the largest limit's rate per core)."""
+    rates = series.rates
+    if required > series.largest.rps:
+        return series.largest, required / series.largest.per_core, "beyond"
+    index, reaching = next((i, r) for i, r in enumerate(rates) if r.rps >= required)
+    if index == 0:
+        return reaching, reaching.cores, "below"
+    lower = min((rates[index - 1], reaching), key=lambda r: r.per_core)
+    cores = required / lower.per_core
+    return (reaching, reaching.cores, "measured") if cores >= reaching.cores else (lower, cores, "between")
+
+
+def _by_growth(series: Series, basis: Rate, required: float) -> GrowthSizing | None:
+    """cores = c x (required / rate(c))^(1/g) from the basis limit c; its range over the corners of g's and
+    the rate's intervals."""
+    growth = series.scaling.growth
+    if growth is None:
+        return None
+    g = growth.exponent
+    rates = basis.interval or (basis.rps, basis.rps)
+    corners = [basis.cores * (required / rate) ** (1 / e) for e in (g.low, g.high) for rate in rates]
+    return GrowthSizing(basis.cores * (required / basis.rps) ** (1 / g.value), (min(corners), max(corners)))
+
+
+def _scaling_warning(series: Series, rec_cores: float) -> str | None:
+    """What the sizing assumes of the cores beyond the largest measured limit."""
+    largest = series.largest
+    if rec_cores <= largest.cores + TOLERANCE:
+        return None
+    scaling = series.scaling
+    head = (
+        f"extrapolated {rec_cores / largest.cores:.1f}x beyond the largest measured limit ({fmt.cpu(largest.cores)}): "
+        f"sized at its rate per core"
+    )
+    if len(series.rates) < 2:
+        return f"{head}; one CPU limit measured, so how the rate per core changes with the limit is not known"
+    trend = scaling.trend
+    if trend == "faster":
+        return f"{head}, conservative: the knee grows faster than the CPU limit ({scaling.figure})"
+    if trend == "slower":
+        return f"{head}; the knee grows slower than the CPU limit ({scaling.figure}): confirm with a larger limit"
+    if trend == "proportional":
+        return f"{head}; the knee grows in proportion to the CPU limit within the interval ({scaling.figure})"
+    return f"{head}; how the knee grows past it is not known with an interval"
+
+
+def _warnings(rec_how: How, basis: Rate, required: float, series: Series, exact: float) -> list[str]:
+    warnings = []
+    if rec_how == "below":
+        warnings.append(
+            f"below the smallest measured limit: {fmt.cpu(basis.cores)} reaches {fmt.rps(basis.rps)} RPS, above the "
+            f"{fmt.rps(required)} needed; smaller limits were not measured"
+        )
+    if rec_how in ("below", "measured") and basis.low is not None and basis.low < required:
+        warnings.append(
+            f"the 95% interval of {basis.where} reaches down to {fmt.rps(basis.low)} RPS, below the "
+            f"{fmt.rps(required)} needed: the next limit up is the safe side"
+        )
+    if rec_how in ("beyond", "growth"):
+        warnings += [w for w in (_scaling_warning(series, exact),) if w]
+    if basis.source == "capacity":
+        warnings.append(f"sized from the capacity: at {fmt.cpu(basis.cores)} {basis.source_text}")
+    return warnings
+
+
 def recommend(
-    fit: Fit, target_rps: float, headroom: float = DEFAULT_HEADROOM, *, memory_bytes: int | None = None
+    series: Series, target_rps: float, headroom: float = DEFAULT_HEADROOM, *, memory_bytes: int | None = None
 ) -> Recommendation:
     """Cores and memory for `target_rps` with `headroom` (0.3: the knee 30% above the target); memory from
-    the peak working set of the knee configurations, unless `memory_bytes` (sized by the memory model)."""
+    the peak working set of the series' configurations, unless `memory_bytes` (sized by the memory model)."""
     check_request(target_rps, headroom)
-    if fit.slope <= 0:
-        raise UsageError(fit.caveats()[0])
     required = target_rps * (1 + headroom)
-    exact = (required - fit.intercept) / fit.slope
-    cores = round(_round_up(max(exact, CPU_STEP_CORES), CPU_STEP_CORES), 3)
-    peak_memory = max(p.peak_memory_bytes for p in fit.points)
+    basis, exact, how = _size(series, required)
+    per_core = basis.per_core_interval
+    interval = None
+    if how in ("between", "beyond") and per_core:
+        interval = (required / per_core[1], required / per_core[0])
+    by_growth = _by_growth(series, basis, required) if how in ("between", "beyond") else None
+    if by_growth is not None and how == "beyond" and series.scaling.trend == "slower":
+        how, exact, interval = "growth", by_growth.cores, by_growth.interval
+    if how in ("below", "measured"):
+        cores = basis.cores
+    else:
+        cores = round(_round_up(max(exact, CPU_STEP_CORES), CPU_STEP_CORES), 3)
+        reaching = next((r for r in series.rates if r.cores > basis.cores), None)
+        cores = min(cores, reaching.cores) if how == "between" and reaching is not None else cores
+    warnings = _warnings(how, basis, required, series, exact)
+    peak_memory = series.peak_memory_bytes
     memory = int(_round_up(peak_memory * (1 + headroom), MEMORY_STEP_BYTES)) if peak_memory > 0 else None
-    warnings = list(fit.caveats())
-    low, high = fit.cores_range
-    if not low <= exact <= high:
-        knee_low, knee_high = fit.rps_range
-        warnings.append(
-            f"extrapolated {fit.extrapolation(exact):.1f}x: {required:,.0f} RPS needs {exact:.2f} cores, outside "
-            f"the measured {fmt.cpu(low)}-{fmt.cpu(high)} ({knee_low:,.0f}-{knee_high:,.0f} knee RPS); "
-            f"confirm with a sweep whose Envoy CPU limits reach {format_cpu(cores)} CPU"
-        )
-    peak_rps = max(p.peak_rps for p in fit.points)
     if memory_bytes is not None:
         memory = memory_bytes
-    elif memory is not None and required > peak_rps:
+    elif memory is not None and required > series.peak_rps:
         warnings.append(
-            f"memory measured up to {peak_rps:,.0f} RPS only; Envoy's working set grows with connections, "
+            f"memory measured up to {series.peak_rps:,.0f} RPS only; Envoy's working set grows with connections, "
             "so watch it at the target load"
         )
     return Recommendation(
-        target_rps, headroom, required, exact, cores, memory, peak_memory, fit, tuple(warnings),
-        fit.cores_for(required), memory_bytes is not None,
+        target_rps, headroom, required, basis, exact, interval, cores, memory, peak_memory, series, tuple(warnings),
+        how, by_growth, memory_bytes is not None,
     )  # fmt: skip
 
 
+def _cpu_line(rec: Recommendation) -> str:
+    basis, interval = rec.basis, rec.cores_interval
+    if rec.how in ("below", "measured"):
+        return f"  cpu:     {rec.cpu:<7} ({basis.where} reaches {fmt.rps(basis.rps)} RPS: measured)"
+    if rec.how == "growth":
+        how = f"{rec.cores_exact:.3f} cores by the growth from {fmt.cpu(basis.cores)}"
+    else:
+        how = f"{rec.cores_exact:.3f} cores = {fmt.rps(rec.required_rps)} / {fmt.rps(basis.per_core)} RPS per core"
+    spread = f"; {interval[0]:.3f}-{interval[1]:.3f} within its 95% interval" if interval else "; no interval"
+    return f"  cpu:     {rec.cpu:<7} ({how}{spread}; rounded up to {format_cpu(CPU_STEP_CORES)})"
+
+
 def format_recommendation(rec: Recommendation, run_id: str) -> str:
-    """What `gateway-sizer recommend` prints: the resources, how they were reached, and every warning."""
+    """What `gateway-sizer recommend` prints: first the figure it sizes from with its interval, then the
+    resources, how they were reached, and every warning."""
     if rec.memory_from_model:
         memory = f"{rec.memory:<7} (from the memory model: see below)"
     elif rec.memory_bytes is not None:
@@ -323,25 +247,28 @@ def format_recommendation(rec: Recommendation, run_id: str) -> str:
         )
     else:
         memory = "not measured in this run: keep the limit it ran with"
-    knee = f"a knee at {rec.required_rps:,.0f} RPS"
-    interval = rec.cores_interval
-    spread = f"; {interval[0]:.2f}-{interval[1]:.2f} within the slope's 95% interval" if interval else ""
     lines = [
-        f"Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom ({knee}):",
-        f"  cpu:     {rec.cpu:<7} ({rec.cores_exact:.3f} cores by the fit{spread}, rounded up to "
-        f"{format_cpu(CPU_STEP_CORES)})",
+        f"sized from {rec.basis.text}",
+        f"Envoy for {rec.target_rps:,.0f} RPS with {rec.headroom:.0%} headroom "
+        f"(a knee at {rec.required_rps:,.0f} RPS):",
+        _cpu_line(rec),
         f"  memory:  {memory}",
     ]
     if rec.memory_bytes is not None:
         lines.append(f"  resources: requests = limits = {{cpu: {rec.cpu}, memory: {rec.memory}}}")
-    lines.append(f"fit: {rec.fit.describe()}, run {run_id}")
+    growth = rec.by_growth
+    if growth is not None and rec.how != "growth":
+        low, high = growth.interval
+        lines.append(f"growth: {rec.series.scaling.figure}: {growth.cores:.3f} cores by it ({low:.3f}-{high:.3f})")
+    lines.append(f"run {run_id}: {rec.series.traffic}")
+    lines.append(rec.series.scaling.text)
     lines += [f"warning: {w}" for w in rec.warnings]
     return "\n".join(lines)
 
 
-def example_targets(fit: Fit, count: int = 4) -> list[float]:
-    """Round target RPS (1-2-5 series) from the smallest measured knee upwards, for the report's sizing table."""
-    low = max(fit.rps_range[0], 1.0)
+def example_targets(series: Series, count: int = 4) -> list[float]:
+    """Round target RPS (1-2-5 series) from the smallest measured rate upwards, for the report's sizing table."""
+    low = max(series.smallest.rps, 1.0)
     exponent = math.floor(math.log10(low))
     targets: list[float] = []
     while len(targets) < count:

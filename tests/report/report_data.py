@@ -1,4 +1,5 @@
-"""The real run the report tests read (Envoy 150m and 300m on the local platform), and variations of it."""
+"""The real runs the report tests read (Envoy 150m and 300m on the local platform, and the others in data/), and
+variations of them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 from runner.model import RunSummary, Step
 from runner.results import load_summary
 
-FIXTURE_RUN = Path(__file__).resolve().parent / "data" / "local-150m-300m"
-THREE_LIMITS_RUN = Path(__file__).resolve().parent / "data" / "local-100m-200m-300m"  # a later sweep
+DATA = Path(__file__).resolve().parent / "data"
+FIXTURE_RUN = DATA / "local-150m-300m"
+THREE_LIMITS_RUN = DATA / "local-100m-200m-300m"  # a later sweep
 KNEE_150M = 524.2586170370615
 KNEE_300M = 1804.337717974861
 

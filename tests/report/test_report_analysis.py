@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from report_data import THREE_LIMITS_RUN, change_step, fixture_summary, make_step
+import json
+from pathlib import Path
 
-from runner.model import Finding, Step
-from runner.report.analysis import conclusions, step_analysis
-from runner.report.sizing import KneePoint, fit_knees, knee_points
+import pytest
+from report_data import DATA, THREE_LIMITS_RUN, change_step, fixture_summary, make_step
+
+from runner.model import Capacity, Finding, Knee, RunSummary, Step
+from runner.report import read_scenario
+from runner.report.model import build_report
+from runner.report.rows import step_analysis
 from runner.results import load_summary
+
+PROFILES_RUN = DATA / "local-profiles"
 
 
 def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> Step:
@@ -33,20 +40,18 @@ def test_latency_and_failures_are_named_only_when_they_matter():
     assert "3 failed request(s)" in step_analysis(_step(0.5, fail_ratio=0.001, failures=3), steps, 0.9)
 
 
-def _texts(summary, points=None) -> list[str]:
-    points = knee_points(summary) if points is None else points
-    return [c.text for c in conclusions(summary, fit_knees(points), points)]
+def _texts(summary: RunSummary) -> list[str]:
+    return [c.text for c in build_report(summary).conclusions]
 
 
 def test_conclusions_of_the_real_run_carry_their_figures():
-    summary = fixture_summary()
-    found = conclusions(summary, fit_knees(knee_points(summary)), knee_points(summary))
+    found = build_report(fixture_summary()).conclusions
     by_start = {c.text.split(" ")[0]: c for c in found}
     assert by_start["Every"].figure == "2 of 2 configurations saturated"
-    assert "two knees cannot show whether the growth is linear" in by_start["Each"].text
-    assert by_start["Each"].plot == "knee_vs_cores"
-    assert "3.44x for 2.00x the cores" in by_start["Knee"].text
-    assert by_start["Knee"].figure == "RPS per core: 3,495 at 150m, 6,014 at 300m; intercept -756 RPS"
+    two = by_start["Two"]  # two limits of one pass: how the knee per core moved, and what a third would settle
+    assert two.text.startswith("Two CPU limits (knee per core against 150m: 300m 1.72x, one pass: no interval)")
+    assert "a third limit (600m: make sweep ENVOY_CPUS=0.15,0.3,0.6) would fit the growth" in two.text
+    assert two.plot == "knee_per_core"
     latency = "worst p95 below -> at/above the threshold: 150m: 4 ms -> 30 ms; 300m: 37 ms -> 56 ms"
     assert by_start["p95"].figure == latency
     assert by_start["p95"].text == (
@@ -56,19 +61,15 @@ def test_conclusions_of_the_real_run_carry_their_figures():
     assert by_start["Locust"].text == (
         "Locust and Envoy counted the same load within 0.2% at every step below the threshold."
     )
+    assert any(c.text.startswith("The knees at 150m, 300m have no confidence interval") for c in found)
     assert by_start["The"].figure == "busiest Locust worker at 30% CPU"
     assert "8% of its 256Mi limit" in by_start["Memory"].figure
 
 
-def test_linearity_is_claimed_only_with_three_or_more_knees_on_a_line():
-    summary = fixture_summary()
-    assert not any("decides throughput" in t for t in _texts(summary))
-    mib = 2**20
-    line = [KneePoint(f"{c}", c, 1000 * c, 20 * mib, 1000 * c) for c in (1, 2, 3)]
-    linear = "Envoy's CPU limit decides throughput: each added core adds 1,000 RPS"
-    assert any(t.startswith(linear) for t in _texts(summary, line))
-    bent = [KneePoint(f"{c}", c, r, 20 * mib, r) for c, r in ((1, 1000), (2, 3000), (3, 3100), (4, 3000))]
-    assert any("not proportional" in t for t in _texts(summary, bent))
+def test_no_conclusion_leads_with_a_slope_or_a_line():
+    for run in (fixture_summary(), load_summary(THREE_LIMITS_RUN)):
+        text = " ".join(f"{c.text} {c.figure}" for c in build_report(run).conclusions)
+        assert "added core adds" not in text and "intercept" not in text and "x cores" not in text
 
 
 def test_troubles_in_the_data_become_conclusions():
@@ -79,12 +80,13 @@ def test_troubles_in_the_data_become_conclusions():
     change_step(summary, 1, 0, envoy_rps=first.rps * 1.2)
     summary.configs[1].status = "invalid"
     summary.configs[1].reason = "add Locust workers: generator at 97% CPU"
-    texts = _texts(summary)
+    report = build_report(summary)
+    texts = [c.text for c in report.conclusions]
     assert "1 configuration(s) have no valid knee and are left out of the sizing." in texts
     assert any(t.startswith("A Locust worker reached 97% CPU") and "add Locust workers" in t for t in texts)
     assert any(t.startswith("0.32% of requests failed") for t in texts), texts
     assert any(t.startswith("Locust's and Envoy's RPS differ by up to 20% in 1 step(s)") for t in texts), texts
-    assert any(t.startswith("One knee: 3,495 RPS per core at 150m") for t in texts)
+    assert report.headline.scaling.startswith("One CPU limit (150m): how the knee per core changes with the limit")
 
 
 def test_counts_apart_by_chance_in_a_short_window_are_not_called_uncounted_requests():
@@ -106,17 +108,67 @@ def test_a_fired_guard_is_named_in_the_step_analysis():
     )
 
 
-def test_conclusions_of_a_real_three_limit_run():
-    summary = load_summary(THREE_LIMITS_RUN)
-    texts = _texts(summary)
-    assert "Envoy's CPU limit decides throughput: each added core adds 7,404 RPS at the knee." in texts
-    assert any(t.startswith("Knee RPS grows faster than the CPU limit (6.26x for 3.00x the cores)") for t in texts)
+def test_three_limits_of_one_pass_say_the_growth_needs_rounds():
+    texts = _texts(load_summary(THREE_LIMITS_RUN))
+    growth = next(t for t in texts if t.startswith("3 CPU limits in one pass"))
+    # knee per core: 282 / 0.1 = 2,816; 970 / 0.2 = 4,849; 1,762 / 0.3 = 5,875; over 2,816: 1.72x, 2.09x
+    assert "200m 1.72x, one pass: no interval; 300m 2.09x, one pass: no interval" in growth
+    assert "the growth's exponent needs interleaved rounds for an interval" in growth
     assert any(t.startswith("p95 latency jumped past 90% CPU at 100m only") for t in texts)
 
 
-def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
-    from report_data import fixture_summary
+def test_capacity_below_the_knee_says_latency_broke_first_and_sizes_from_the_capacity():
+    summary = fixture_summary()
+    knee = summary.configs[1].knee
+    assert knee is not None
+    # issue 20's 500m run: knee 6,235, capacity 4,105; here the 300m knee with a capacity 34% below it
+    summary.configs[1].capacity = Capacity(rps=knee.rps * 0.658, broken_at=knee.rps * 0.7, broken_by="p99 300 ms")
+    summary.configs[0].capacity = Capacity(rps=summary.configs[0].knee.rps * 1.12)  # type: ignore[union-attr]
+    report = build_report(summary)
+    texts = " ".join(c.text for c in report.conclusions)
+    assert (
+        "At 300m latency broke before Envoy's CPU reached 90%: its capacity lies below the knee, so size from "
+        "the capacity there, not from the knee." in texts
+    )
+    assert "Envoy served 12%-12% more than the knee before it broke" in texts  # 150m only, not -34%
+    assert "-34%--34%" not in texts and "real headroom" not in texts
+    basis = report.headline.series.largest  # type: ignore[union-attr]
+    assert basis.source == "capacity" and basis.rps == pytest.approx(knee.rps * 0.658)
+    assert report.headline.lead.startswith(f"{knee.rps * 0.658 / 0.3:,.0f} RPS per core at the capacity of Envoy 300m")
 
+
+def test_the_recorded_profiles_run_names_its_throttled_windows_against_the_steady_cost_curve():
+    raw = json.loads((PROFILES_RUN / "summary.json").read_text())
+    plain = raw["configs"][0]
+    knee, steps = plain["knee"], plain["steps"]
+    throttled = [s for s in steps if s["throttled_share"] is not None and s["throttled_share"] >= 0.15]
+    first = min(throttled, key=lambda s: s["target_rps"])
+    cost = first["envoy_cpu_cores"] / first["envoy_rps"] * 1e6
+    curve = 0.9 * (first["rps"] / knee["rps"]) ** knee["exponent"] * 0.5 / first["rps"] * 1e6  # the knee's power law
+    report = build_report(load_summary(PROFILES_RUN), read_scenario(PROFILES_RUN))
+    text = next(
+        c.text for c in report.conclusions if c.text.startswith("Envoy 500m CPU / 256Mi, nginx x1, poisson arrivals:")
+    )
+    assert f"{len(throttled)} of {len(steps)} windows ran throttled" in text
+    assert f"the lowest, at {first['target_rps']:,.0f} RPS offered, had p99 {first['p99_ms']:,.0f} ms" in text
+    assert cost / curve - 1 >= 0.05  # 8% above the curve, at p99 68 ms against 3-15 ms: the two regimes
+    assert f"{cost:,.0f} \u00b5s of CPU per request: {cost / curve - 1:.0%} above the knee's cost curve" in text
+    assert text.endswith(
+        "throttled, a request costs more CPU and much more latency; such windows mark where Envoy "
+        "breaks, not what a request costs."
+    )
+    section = next(s for s in report.sections if s.row.config.key == plain["key"])
+    regimes = [row.cells[7].text for row in section.steps.rows]  # the Regime column
+    assert f"throttled {first['throttled_share']:.0%}" in regimes and "steady" in regimes
+
+
+def test_an_old_run_has_no_regime_and_no_regime_conclusion():
+    report = build_report(fixture_summary())
+    assert all(s.row.regimes is None for s in report.sections)
+    assert {row.cells[7].text for s in report.sections for row in s.steps.rows} == {"-"}
+
+
+def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
     from runner.model import Isolation, Node
     from runner.report.model import _environment
 
@@ -132,3 +184,11 @@ def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
     }
     assert rows["Isolation"] == "kubelet CPU manager policy: none; not pinned"
     assert rows["Node n1"] == "CPU model not labelled (Node Feature Discovery), 2 CPUs, 6.1"
+
+
+def test_a_knee_without_an_interval_says_where_it_comes_from(tmp_path: Path):
+    summary = fixture_summary()
+    summary.configs[0].knee = Knee(rps=524.0, low=500.0, high=550.0, method="power-fit", windows=6)
+    found = build_report(summary).conclusions
+    trust = next(c for c in found if c.text.startswith("The knee at 300m"))
+    assert "150m: 524 RPS, 95% CI 500-550 RPS, one pass (power fit over 6 windows)" in trust.figure

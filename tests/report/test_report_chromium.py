@@ -32,7 +32,8 @@ LAYOUT = """JSON.stringify((() => {
              ...box(document.querySelector('#rps-per-core'))},
     answerBox: {left: document.querySelector('.big').getBoundingClientRect().left,
                 ...box(document.querySelector('.big'))},
-    rule: document.querySelector('#sizing-rule').textContent,
+    noise: {text: document.querySelector('#machine-noise').textContent,
+            ...box(document.querySelector('#machine-noise'))},
     headings: [...document.querySelectorAll('h2')].map(h => h.textContent),
   };
 })())"""
@@ -59,24 +60,25 @@ def test_report_html_renders_in_chromium(tmp_path: Path):
     assert [u for u in urls if not u.startswith(("file://", "data:"))] == []
 
     tables = {t["id"]: t for t in page["tables"]}
-    assert list(tables) == ["knee-table", "examples-table", "steps", "environment-table", "run-table"]
-    assert len(page["tables"]) == 6  # two step tables share the class
+    assert list(tables) == ["series-table", "examples-table", "knee-table", "steps", "environment-table", "run-table"]
+    assert len(page["tables"]) == 7  # two step tables share the class
     for table in page["tables"]:
         assert table["shown"] and table["width"] > 600 and table["height"] > 50, table
-    assert tables["knee-table"]["rows"] == 3 and tables["examples-table"]["rows"] == 5
+    assert tables["series-table"]["rows"] == 3 and tables["knee-table"]["rows"] == 3
+    assert tables["examples-table"]["rows"] == 5
 
     assert len(page["images"]) == 5
     for image in page["images"]:
         assert image["complete"] and image["natural"] > 0, image
         assert image["shown"] and image["width"] > 300 and image["height"] > 150, image
 
-    # what a capacity-review reader sees first: RPS per core, the sizing rule, the knee table
-    assert page["answer"]["text"] == "8,534" and page["answer"]["shown"]
+    # what a capacity-review reader sees first: the knee per core it sizes from, the machine's noise, the knees
+    assert page["answer"]["text"] == "6,014" and page["answer"]["shown"]
     assert page["answer"]["top"] < 200
-    assert page["rule"] == "Envoy cores = (target RPS \u00d7 1.3 + 756) / 8,534, rounded up to 100m"
-    knee_table = tables["knee-table"]
-    assert knee_table["top"] + knee_table["height"] < page["viewport"]
-    assert page["headings"][:2] == ["Knees", "Conclusions"]
+    assert page["noise"]["text"].startswith("Machine: one pass, no control window") and page["noise"]["shown"]
+    assert page["noise"]["top"] + page["noise"]["height"] < page["viewport"]
+    assert tables["series-table"]["top"] < page["viewport"]
+    assert page["headings"][:3] == ["Knee at each CPU limit", "Sizing", "Knees"]
 
     shot = Image.open(io.BytesIO(first_screen)).convert("RGB")
     assert shot.size == (WIDTH, HEIGHT)
@@ -129,7 +131,7 @@ def test_the_profile_section_shows_each_profiles_knee_cost_and_the_handshake_cos
     profiles = page["profiles"]
     rows = profiles["tables"]["profile-table"]["cells"]
     assert [r[1] for r in rows] == ["plain", "tls", "tls-new-connection", "body-16k"], rows
-    assert all(r[-1] == "saturated" and r[6].endswith("\u00b5s") for r in rows), rows
+    assert all(r[-1] == "saturated" and r[7].endswith("\u00b5s") for r in rows), rows
     (cost,) = profiles["tables"]["connection-cost-table"]["cells"]
     assert cost[1:3] == ["tls-new-connection", "tls"] and cost[3].endswith("\u00b5s"), cost
     assert "profiles" in [i["id"] for i in page["plots"]["images"]]  # knee per profile, drawn

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from report_data import KNEE_150M, KNEE_300M, fixture_summary
 
 from runner.errors import UsageError
+from runner.figures import control_drift
 from runner.model import RunSummary
 from runner.report.compare import compare_runs, format_comparison
+from runner.results import load_summary
 
 
 def _slower(factor_150m: float, factor_300m: float = 1.0) -> RunSummary:
@@ -35,9 +39,11 @@ def test_a_knee_lower_beyond_the_threshold_is_a_regression():
     assert first.change_pct == pytest.approx(-10.0)
     assert second.change_pct == pytest.approx(3.0)
     assert [r.label for r in comparison.regressions] == ["Envoy 150m CPU / 256Mi, nginx x1"]
+    assert first.resolvable is None  # runs of one pass: no control window to judge by
     text = format_comparison(comparison)
     assert "-10.0%" in text and "+3.0%" in text
-    assert "1 regression(s) beyond -5%: Envoy 150m CPU / 256Mi, nginx x1" in text
+    assert "1 regression(s) beyond -5%, judged by the threshold alone: Envoy 150m CPU / 256Mi, nginx x1" in text
+    assert "A: 20261122-125816-local: one pass or no control window: its machine's drift was not measured" in text
 
 
 def test_threshold_decides():
@@ -72,3 +78,45 @@ def test_runs_that_cannot_be_compared_are_usage_errors():
         compare_runs(fixture_summary(), empty)
     with pytest.raises(UsageError, match="--threshold-pct must be 0 or more"):
         compare_runs(fixture_summary(), fixture_summary(), threshold_pct=-1)
+
+
+def _lower(summary: RunSummary, factor: float) -> RunSummary:
+    """The run with every valid knee `factor` times what it measured (its windows, and so its drift, unchanged)."""
+    changed = summary.model_copy(deep=True)
+    changed.run_id = "run-b"
+    for config in changed.configs:
+        if config.knee is not None:
+            config.knee = config.knee.model_copy(update={"rps": config.knee.rps * factor})
+    return changed
+
+
+def test_with_control_windows_a_difference_within_the_runs_drift_is_not_a_regression(simulated_rounds_run: Path):
+    a = load_summary(simulated_rounds_run)
+    drift = control_drift(a)
+    assert drift is not None and 0.005 < drift.spread < 0.05, drift
+    inside = 1 - 1.5 * drift.spread  # a fall smaller than twice the drift: ControlDrift.resolves says no
+    beyond = 1 - 3 * drift.spread
+    small = compare_runs(a, _lower(a, inside), threshold_pct=drift.spread * 100)
+    assert small.regressions == [] and all(r.resolvable is False for r in small.rows)
+    assert all(r.note == "within the runs' drift" for r in small.rows)
+    text = format_comparison(small)
+    assert f"its machine moved +-{drift.spread:.1%} during the run (5 rounds of the control window)" in text
+    assert "within the runs' drift, so not called regressions: " in text
+    large = compare_runs(a, _lower(a, beyond), threshold_pct=drift.spread * 100)
+    assert len(large.regressions) == len(a.configs) and all(r.resolvable for r in large.rows)
+    assert "judged by both runs' drift" in format_comparison(large)
+
+
+def test_the_same_control_in_both_runs_says_how_far_the_machines_differed(simulated_rounds_run: Path):
+    a = load_summary(simulated_rounds_run)
+    slower = a.model_copy(deep=True)
+    control = slower.rounds.control  # type: ignore[union-attr]
+    for config in slower.configs:
+        if config.key == control.key:  # type: ignore[union-attr]
+            config.steps = [s.model_copy(update={"envoy_cpu_cores": s.envoy_cpu_cores * 1.12}) if s.control else s
+                            for s in config.steps]  # fmt: skip
+    comparison = compare_runs(a, slower)
+    assert comparison.control_change == pytest.approx(0.12)
+    assert "the control window (one configuration at one rate in both runs) cost +12.0% CPU per request in B" in (
+        format_comparison(comparison)
+    )

@@ -12,25 +12,20 @@ import yaml
 from report_data import FIXTURE_RUN, THREE_LIMITS_RUN, copy_run, fixture_summary
 from sizer_testing import run_sizer
 
-from runner.errors import UsageError
 from runner.report.manifests import Gateway, envoy_manifests, gateway_of_run
 from runner.report.replicas import hpa_target_percent, plan_replicas, replicas_for
-from runner.report.sizing import fit_knees, knee_points, recommend
+from runner.report.series import require_series
+from runner.report.sizing import recommend
 
 
 def _by_hand(run: Path, target: float, headroom: float) -> dict[str, float]:
-    """The whole derivation from summary.json's raw numbers: least squares through the saturated knees, the
+    """The whole derivation from summary.json's raw numbers: the knee measured at each saturated limit, the
     measured limit with the fewest cores at N+1, N, N+1, the HPA target and its range."""
     raw = json.loads((run / "summary.json").read_text())
-    knees = [(c["envoy"]["cpu"], c["knee"]["rps"]) for c in raw["configs"] if c["status"] == "saturated"]
-    xs, ys = [k[0] for k in knees], [k[1] for k in knees]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in knees) / sum((x - mx) ** 2 for x in xs)
-    intercept = my - slope * mx
+    knees = {c["envoy"]["cpu"]: c["knee"]["rps"] for c in raw["configs"] if c["status"] == "saturated"}
     required = target * (1 + headroom)
     options = []
-    for cores in set(xs):
-        knee = slope * cores + intercept
+    for cores, knee in knees.items():
         n = math.ceil(required / knee)
         options.append(((n + 1) * cores, -cores, cores, knee, n))
     _, _, cores, knee, n = min(options)
@@ -72,10 +67,10 @@ def test_replicas_n_plus_one_and_hpa_target_match_a_hand_computation(tmp_path: P
 
 def test_the_fixture_run_by_hand_in_numbers():
     """The figures the README shows: 4 x 300m, 5 with one lost, HPA at 69%."""
-    rec = recommend(fit_knees(knee_points(fixture_summary())), 5000, 0.3)
+    rec = recommend(require_series(fixture_summary()), 5000, 0.3)
     plan = plan_replicas(rec, 0.9, summary=fixture_summary())
     assert (plan.cores_per_replica, plan.replicas, plan.min_replicas, plan.max_replicas) == (0.3, 4, 5, 10)
-    assert plan.knee_per_replica == pytest.approx(1804.34, abs=0.01)
+    assert plan.knee_per_replica == pytest.approx(1804.34, abs=0.01) and plan.rate.measured
     assert plan.hpa_target_pct == 69
     # At 300m the run measured 72% at 69/90 of the knee (CPU per request falls with load): scale-out earlier.
     assert plan.measured is not None and plan.measured.utilization == pytest.approx(0.72, abs=0.01)
@@ -88,13 +83,18 @@ def test_exact_multiples_and_the_formula_edges():
     assert hpa_target_percent(0.9, 0.5) == 60  # 90 / 1.5 exactly, not 59 from float noise
 
 
-def test_cores_per_replica_outside_the_measured_range_is_extrapolation():
-    rec = recommend(fit_knees(knee_points(fixture_summary())), 5000, 0.3)
+def test_cores_per_replica_the_run_did_not_measure_are_sized_at_a_measured_rate_per_core():
+    rec = recommend(require_series(fixture_summary()), 5000, 0.3)
     plan = plan_replicas(rec, 0.9, cores_per_replica=2)
-    assert plan.replicas == 1 and plan.min_replicas == 2  # 8,534 x 2 - 756 = 16,312 >= 6,500
-    assert any(w.startswith("extrapolated 6.7x: 2 CPU per replica") for w in plan.warnings)
-    with pytest.raises(UsageError, match="no positive knee at 50m"):
-        plan_replicas(rec, 0.9, cores_per_replica=0.05)
+    # 300m's knee per core, 1,804 / 0.3 = 6,014, times 2 cores: 12,029 >= 6,500
+    assert plan.knee_per_replica == pytest.approx(1804.34 / 0.3 * 2, abs=0.1) and not plan.rate.measured
+    assert plan.replicas == 1 and plan.min_replicas == 2
+    assert plan.warnings[0].startswith(
+        "2 CPU per replica is beyond the largest measured limit (300m): extrapolated 6.7x; sized at 6,014 RPS per core"
+    )
+    small = plan_replicas(rec, 0.9, cores_per_replica=0.05)  # below 150m: 150m's 3,495 per core, 175 RPS a replica
+    assert small.knee_per_replica == pytest.approx(524.26 / 0.15 * 0.05, abs=0.1)
+    assert small.replicas == math.ceil(6500 / (524.2586 / 0.15 * 0.05)) and "not measured" in small.warnings[0]
 
 
 def _kubernetes_run(tmp_path: Path, workload: dict) -> Path:
@@ -128,5 +128,5 @@ def test_a_daemonset_gets_its_resources_and_why_there_is_no_hpa(tmp_path: Path):
 def test_local_runs_use_contours_defaults():
     gw = gateway_of_run(FIXTURE_RUN, fixture_summary())
     assert gw == Gateway()
-    text = envoy_manifests(plan_replicas(recommend(fit_knees(knee_points(fixture_summary())), 5000), 0.9), gw, "r")
+    text = envoy_manifests(plan_replicas(recommend(require_series(fixture_summary()), 5000), 0.9), gw, "r")
     assert text.startswith("# gateway-sizer recommend: Envoy for 5,000 RPS with 30% headroom, run r\n")

@@ -1,104 +1,160 @@
-"""The sizing fit and `recommend`: exact figures from hand-computed least squares."""
+"""Sizing and `recommend`: cores from the rate per core measured at a CPU limit, its interval carried into the
+cores, computed here by hand; no straight line through the knees."""
 
 from __future__ import annotations
 
-import numpy
+import math
+
 import pytest
 from report_data import KNEE_150M, KNEE_300M, THREE_LIMITS_RUN, fixture_summary
 
+from runner.curve import Estimate
 from runner.errors import UsageError
-from runner.report.sizing import (
-    KneePoint,
-    check_request,
-    example_targets,
-    fit_knees,
-    format_recommendation,
-    knee_points,
-    recommend,
-    require_fit,
-)
+from runner.figures import Growth
+from runner.model import BackendResources, Capacity, ConfigResult, EnvoyResources, Knee, RunSummary
+from runner.report.series import Scaling, Series, build_series, require_series
+from runner.report.sizing import check_request, example_targets, format_recommendation, recommend, require_fit
 from runner.results import load_summary
+
+from report_data import make_step  # isort: skip
 
 MIB = 2**20
 
 
-def _point(cores: float, rps: float, memory_mib: float = 100, peak_rps: float | None = None) -> KneePoint:
-    return KneePoint(f"Envoy {cores}", cores, rps, memory_mib * MIB, peak_rps if peak_rps is not None else rps * 1.05)
+def _config(cores: float, knee: float, half: float | None = None, capacity: Capacity | None = None) -> ConfigResult:
+    interval = {"low": knee - half, "high": knee + half, "method": "rounds", "rounds": 5} if half else {}
+    return ConfigResult(
+        key=f"envoy={cores * 1000:.0f}m/256Mi,contour=-,nginx=1,arrivals=poisson",
+        label=f"Envoy {cores * 1000:.0f}m",
+        envoy=EnvoyResources(cpu_cores=cores, memory="256Mi", concurrency=1),
+        backend=BackendResources(replicas=1),
+        arrivals="poisson",
+        status="saturated",
+        knee=Knee(rps=knee, **interval),  # type: ignore[arg-type]
+        capacity=capacity,
+        steps=[make_step(rps=knee * 1.05, envoy_memory_bytes=100 * MIB)],
+    )
 
 
-THREE = [_point(1, 1000), _point(2, 2100), _point(3, 2900)]
+def _series(*configs: ConfigResult) -> Series:
+    summary = RunSummary(run_id="r", platform="local", scenario="s", threshold=0.9, started_at="2026-11-25T00:00:00",
+                         configs=list(configs))  # fmt: skip
+    series = build_series(summary, None, "gzip")
+    assert series is not None
+    return series
 
 
-def test_least_squares_slope_intercept_and_r_squared():
-    fit = fit_knees(THREE)
-    # mean x 2, mean y 2000, Sxx 2, Sxy 1900; residuals -50, +100, -50
-    assert fit.slope == pytest.approx(950)
-    assert fit.intercept == pytest.approx(100)
-    assert fit.r_squared == pytest.approx(1 - 15_000 / 1_820_000)
-    assert fit.cores_range == (1, 3) and fit.rps_range == (1000, 2900)
-    assert fit.equation() == "knee RPS = 950 x cores + 100"
-    assert fit.caveats() == []
+# knee per core 4,000 at 250m, 5,000 at 500m, 6,000 at 1 (+-3% each): faster than the limit, as Envoy under a quota
+THREE = _series(_config(0.25, 1000, 30), _config(0.5, 2500, 75), _config(1.0, 6000, 180))
 
 
-def test_fit_of_the_real_run():
-    fit = fit_knees(knee_points(fixture_summary()))
-    assert fit.slope == pytest.approx((KNEE_300M - KNEE_150M) / 0.15)
-    assert fit.slope == pytest.approx(8533.86, abs=0.01)
-    assert fit.intercept == pytest.approx(KNEE_150M - 0.15 * fit.slope)
-    assert fit.intercept == pytest.approx(-755.82, abs=0.01)
-    assert fit.r_squared == 1.0
-    assert any("two knees fit any line exactly" in c for c in fit.caveats())
+def test_a_measured_limit_whose_knee_reaches_the_target_is_the_answer():
+    rec = recommend(THREE, 2400, 0)  # 250m's 4,000 per core would need 0.6 cores: 500m, which reaches 2,500
+    assert rec.how == "measured" and rec.cpu == "500m" and rec.basis.cores == 0.5
+    assert rec.cores_interval is None and rec.warnings == ()
+    assert "(the knee of Envoy 500m CPU reaches 2,500 RPS: measured)" in format_recommendation(rec, "r")
 
 
-def test_no_fit_from_knees_at_one_cpu_limit():
-    assert fit_knees([]) is None
-    assert fit_knees([_point(1, 1000), _point(1, 1100)]) is None
+def test_between_two_limits_the_lower_rate_per_core_sizes_it_capped_at_the_limit_that_reaches_it():
+    rec = recommend(THREE, 3000, 0.3)  # a knee of 3,900, between 500m (2,500) and 1 (6,000)
+    assert rec.how == "between" and rec.basis.cores == 0.5
+    assert rec.cores_exact == pytest.approx(3900 / 5000)  # 500m's 5,000 per core, the lower of the two
+    assert rec.cpu == "800m"
+    # the interval: 3,900 over 500m's knee interval per core, 2,425-2,575 / 0.5
+    assert rec.cores_interval == pytest.approx((3900 / 5150, 3900 / 4850))
+    assert recommend(THREE, 4600, 0).cpu == "1"  # 4,600 / 5,000 = 0.92 -> 1000m, not past the 1 that reaches it
 
 
-def test_poor_linearity_and_flat_knees_are_caveats():
-    bent = fit_knees([_point(1, 1000), _point(2, 3000), _point(3, 3100), _point(4, 3000)])
-    assert bent.r_squared < 0.95
-    assert any("not linear" in c for c in bent.caveats())
-    flat = fit_knees([_point(1, 1000), _point(2, 990), _point(3, 1000)])
-    assert flat.slope <= 0 and "does not grow" in flat.caveats()[0]
-    with pytest.raises(UsageError, match="does not grow with Envoy cores"):
-        recommend(flat, 1000)
+def test_beyond_the_largest_limit_its_rate_per_core_sizes_it_and_says_what_that_assumes():
+    rec = recommend(THREE, 10_000, 0.3)  # a knee of 13,000
+    assert rec.how == "beyond" and rec.basis.cores == 1.0
+    assert rec.cores_exact == pytest.approx(13_000 / 6000) and rec.cpu == "2200m"
+    assert rec.cores_interval == pytest.approx((13_000 / 6180, 13_000 / 5820))
+    [warning, memory] = rec.warnings
+    # one pass per configuration here: no interval on the per-core ratios, so no claim of conservatism
+    assert warning.startswith("extrapolated 2.2x beyond the largest measured limit (1): sized at its rate per core")
+    assert warning.endswith("how the knee grows past it is not known with an interval")
+    assert memory.startswith("memory measured up to 6,300 RPS only")
+    text = format_recommendation(rec, "run-x")
+    assert text.splitlines()[0] == (
+        "sized from 6,000 RPS per core (95% CI 5,820-6,180) at the knee of Envoy 1 CPU (6,000 RPS; 95% CI "
+        "5,820-6,180 RPS, 5 interleaved rounds)"
+    )
+    assert "2.167 cores = 13,000 / 6,000 RPS per core; 2.104-2.234 within its 95% interval" in text
+    assert "x cores" not in text and "intercept" not in text
 
 
-def test_recommend_within_the_measured_range():
-    rec = recommend(fit_knees(THREE), 2000, 0.3)
-    assert rec.required_rps == pytest.approx(2600)
-    assert rec.cores_exact == pytest.approx(2500 / 950)  # 2.63
-    assert rec.cpu_cores == pytest.approx(2.7) and rec.cpu == "2700m"
-    assert rec.memory_bytes == 192 * MIB and rec.memory == "192Mi"  # 100 MiB x 1.3 = 130 MiB -> 3 x 64Mi
-    assert not rec.extrapolated and rec.warnings == ()
+def _with_growth(series: Series, value: float, low: float, high: float) -> Series:
+    growth = Growth(Estimate(value, low, high, 5), tuple(r.cores for r in series.rates))
+    scaling = Scaling(series.scaling.limits, series.scaling.per_core, growth)
+    return Series(series.profile, series.arrivals, series.rates, scaling, series.compression)
 
 
-def test_recommend_beyond_the_measured_range_warns():
-    rec = recommend(fit_knees(THREE), 5000, 0.3)
-    assert rec.cores_exact == pytest.approx(6400 / 950)
-    assert rec.cpu == "6800m" and rec.extrapolated
-    assert any(w.startswith("extrapolated 2.2x: 6,500 RPS needs 6.74 cores") for w in rec.warnings), rec.warnings
-    assert any(w.endswith("confirm with a sweep whose Envoy CPU limits reach 6800m CPU") for w in rec.warnings)
-    assert any("memory measured up to" in w for w in rec.warnings)
+def test_a_faster_growth_makes_the_largest_limits_rate_conservative_and_gives_a_second_answer():
+    rec = recommend(_with_growth(THREE, 1.25, 1.2, 1.3), 10_000, 0.3)
+    assert rec.how == "beyond" and rec.cores_exact == pytest.approx(13_000 / 6000)
+    assert "conservative: the knee grows faster than the CPU limit (knee ~ cores^1.25" in rec.warnings[0]
+    growth = rec.by_growth
+    assert growth is not None and growth.cores == pytest.approx((13_000 / 6000) ** (1 / 1.25))
+    corners = [(13_000 / k) ** (1 / g) for g in (1.2, 1.3) for k in (5820, 6180)]
+    assert growth.interval == pytest.approx((min(corners), max(corners)))
+
+
+def test_a_slower_growth_sizes_beyond_the_largest_limit_by_the_growth():
+    rec = recommend(_with_growth(THREE, 0.8, 0.7, 0.9), 10_000, 0.3)
+    assert rec.how == "growth" and rec.cores_exact == pytest.approx((13_000 / 6000) ** (1 / 0.8))
+    assert rec.cpu == "2700m"  # 2.63 cores, where the rate per core would say 2.17
+    assert "the knee grows slower than the CPU limit" in rec.warnings[0]
+
+
+def test_below_the_smallest_limit_that_limit_is_the_answer():
+    rec = recommend(THREE, 500, 0.3)
+    assert rec.how == "below" and rec.cpu == "250m"
+    assert rec.warnings[0] == (
+        "below the smallest measured limit: 250m reaches 1,000 RPS, above the 650 needed; smaller limits were not "
+        "measured"
+    )
+
+
+def test_a_capacity_below_the_knee_is_what_sizing_reads_there():
+    broke = Capacity(rps=4000, broken_at=4200, broken_by="p99 400 ms at 4,200 RPS, over the 250 ms SLO")
+    series = _series(_config(0.25, 1000, 30), _config(1.0, 6000, 180, capacity=broke))
+    assert series.largest.source == "capacity" and series.largest.per_core == 4000
+    assert series.largest.per_core_interval == (4000, 4200)  # served at 4,000, broken at 4,200
+    rec = recommend(series, 10_000, 0.3)
+    assert rec.cores_exact == pytest.approx(13_000 / 4000) and rec.cpu == "3300m"
+    assert any(
+        w.startswith("sized from the capacity: at 1 latency broke before the CPU threshold") for w in rec.warnings
+    )
+    assert format_recommendation(rec, "r").startswith("sized from 4,000 RPS per core at the capacity of Envoy 1 CPU")
 
 
 def test_rounding_up_is_exact_at_a_step_boundary():
-    fit = fit_knees([_point(0.2, 200), _point(0.4, 400)])
-    assert (300 - fit.intercept) / fit.slope == 0.30000000000000004  # what float arithmetic gives for 0.3 cores
-    assert recommend(fit, 300, 0).cpu == "300m"  # not 400m
-    assert recommend(fit, 301, 0).cpu == "400m"
-    assert recommend(fit, 1, 0).cpu == "100m"  # never below one step
+    series = _series(_config(0.1, 100), _config(0.2, 200))
+    assert recommend(series, 300, 0).cpu == "300m"  # 300 / 1,000 per core: not 400m from float noise
+    assert recommend(series, 301, 0).cpu == "400m"
 
 
 def test_recommend_on_the_real_run():
     rec = recommend(require_fit(fixture_summary()), 5000)
-    assert rec.cpu == "900m"  # (6500 + 755.8) / 8533.9 = 0.850 cores
-    assert rec.memory == "64Mi"
+    assert rec.cores_exact == pytest.approx(6500 / (KNEE_300M / 0.3))  # 1.081 cores at 300m's 6,014 per core
+    assert rec.cpu == "1100m" and rec.memory == "64Mi" and rec.cores_interval is None  # one pass: no interval
     text = format_recommendation(rec, "run-x")
-    assert "cpu:     900m" in text and "0.850 cores by the fit" in text
-    assert "fit: knee RPS = 8,534 x cores - 756 (R^2 1.000, 2 knees at 150m-300m), run run-x" in text
-    assert "warning: extrapolated" in text
+    assert text.splitlines()[0] == (
+        "sized from 6,014 RPS per core at the knee of Envoy 300m CPU (1,804 RPS; no interval: one pass, interpolated "
+        "between 2 windows)"
+    )
+    assert "1.081 cores = 6,500 / 6,014 RPS per core; no interval; rounded up to 100m" in text
+    assert "run run-x: plain traffic (plain HTTP, keep-alive), synchronized arrivals; compression not recorded" in text
+    assert "(knee per core against 150m: 300m 1.72x, one pass: no interval) show how the knee per core moved" in text
+
+
+def test_one_limit_sizes_from_its_rate_per_core_and_says_the_growth_is_unknown():
+    summary = fixture_summary()
+    summary.configs[1].status = "invalid"
+    rec = recommend(require_fit(summary), 1000, 0.3)
+    assert rec.basis.cores == 0.15 and rec.cores_exact == pytest.approx(1300 / (KNEE_150M / 0.15))
+    assert "one CPU limit measured, so how the rate per core changes with the limit is not known" in rec.warnings[0]
 
 
 @pytest.mark.parametrize(
@@ -109,80 +165,38 @@ def test_nonsense_requests_are_usage_errors(target: float, headroom: float, mess
     with pytest.raises(UsageError, match=message):
         check_request(target, headroom)
     with pytest.raises(UsageError, match=message):
-        recommend(fit_knees(THREE), target, headroom)
+        recommend(THREE, target, headroom)
 
 
-def test_require_fit_says_why_there_is_no_fit():
+def test_require_series_says_why_there_is_nothing_to_size_from():
     summary = fixture_summary()
-    summary.configs[1].status = "invalid"
-    summary.configs[1].reason = "add Locust workers: generator at 97% CPU"
-    with pytest.raises(UsageError, match=r"valid knees at only one Envoy CPU limit \(150m\)") as one:
-        require_fit(summary)
-    assert "ENVOY_CPUS" in one.value.one_line()
-    summary.configs[0].status = "not-saturated"
-    with pytest.raises(UsageError, match=r"has no valid knee .*generator at 97% CPU"):
-        require_fit(summary)
+    for config in summary.configs:
+        config.status, config.reason = "invalid", "add Locust workers: generator at 97% CPU"
+    with pytest.raises(UsageError, match=r"has no valid knee .*generator at 97% CPU") as none:
+        require_series(summary)
+    assert "ENVOY_CPUS" in none.value.one_line()
+    with pytest.raises(UsageError, match="measured no traffic profile 'tls'"):
+        require_series(fixture_summary(), "tls")
 
 
 def test_only_saturated_knees_count():
     summary = fixture_summary()
     summary.configs[0].status = "invalid"  # keeps its knee figure, which must not be used
-    assert [p.cpu_cores for p in knee_points(summary)] == [0.3]
+    assert [r.cores for r in require_series(summary).rates] == [0.3]
 
 
-def test_example_targets_follow_the_1_2_5_series_from_the_smallest_knee():
-    assert example_targets(fit_knees([_point(0.15, 524), _point(0.3, 1804)])) == [1000, 2000, 5000, 10000]
-    assert example_targets(fit_knees([_point(1, 1016), _point(6, 5401)])) == [2000, 5000, 10000, 20000]
-    assert example_targets(fit_knees([_point(1, 1000), _point(2, 2000)])) == [1000, 2000, 5000, 10000]
+def test_example_targets_follow_the_1_2_5_series_from_the_smallest_rate():
+    assert example_targets(_series(_config(0.15, 524), _config(0.3, 1804))) == [1000, 2000, 5000, 10000]
+    assert example_targets(_series(_config(1, 1016), _config(6, 5401))) == [2000, 5000, 10000, 20000]
+    assert example_targets(_series(_config(1, 1000), _config(2, 2000))) == [1000, 2000, 5000, 10000]
 
 
-def test_fit_and_recommend_on_a_real_three_limit_run():
-    fit = require_fit(load_summary(THREE_LIMITS_RUN))
-    cores, knees = [p.cpu_cores for p in fit.points], [p.rps for p in fit.points]
-    assert [round(k) for k in knees] == [282, 970, 1762]
-    slope, intercept = numpy.polyfit(cores, knees, 1)  # an independent least-squares fit
-    assert fit.slope == pytest.approx(slope) and fit.intercept == pytest.approx(intercept)
-    assert fit.r_squared == pytest.approx(numpy.corrcoef(cores, knees)[0, 1] ** 2)
-    assert fit.equation() == "knee RPS = 7,404 x cores - 476" and round(fit.r_squared, 3) == 0.998
-    assert fit.caveats() == []
-    within = recommend(fit, 1000)  # (1300 + 476) / 7404 = 0.240 cores
-    assert within.cpu == "300m" and not within.extrapolated
-    assert recommend(fit, 5000).cpu == "1"  # 0.942 cores, beyond 300m: extrapolated
-
-
-def _measured(cores: float, rps: float, half: float) -> KneePoint:
-    return KneePoint(f"Envoy {cores}", cores, rps, 100 * MIB, rps * 1.1, rps - half, rps + half)
-
-
-def test_the_slope_interval_carries_the_knees_own_intervals():
-    fit = fit_knees([_measured(1, 1000, 30), _measured(2, 2000, 60)])
-    # slope = knee(2) - knee(1); its half-width = hypot(30, 60) = 67.08 (each knee's interval, propagated)
-    assert fit.slope == pytest.approx(1000)
-    assert fit.slope_interval == pytest.approx((1000 - 67.082, 1000 + 67.082), abs=0.01)
-    assert fit.slope_text() == "1,000 RPS per core (95% CI 933-1,067)"
-    rec = recommend(fit, 1500, 0.3)  # a knee of 1,950: 1.95 cores by the fit
-    # the line pivots on the centroid (1.5 cores, 1,500 RPS): 1.5 + 450 / slope at either end
-    assert rec.cores_interval == pytest.approx((1.5 + 450 / 1067.082, 1.5 + 450 / 932.918), abs=1e-4)
-    assert "1.950 cores by the fit; 1.92-1.98 within the slope's 95% interval" in format_recommendation(rec, "r")
-
-
-def test_three_knees_without_intervals_get_the_scatter_with_students_t():
-    fit = fit_knees(THREE)
-    # residual sd sqrt(15,000 / 1) = 122.47; se = 122.47 / sqrt(Sxx = 2) = 86.60; t(0.975, 1 dof) = 12.706
-    assert fit.slope_interval == pytest.approx((950 - 1100.4, 950 + 1100.4), abs=0.5)
-
-
-def test_two_knees_without_intervals_have_no_slope_interval():
-    assert fit_knees([_point(1, 1000), _point(2, 2000)]).slope_interval is None
-
-
-def test_the_slopes_interval_from_two_knees_needs_both_intervals_and_grows_with_them():
-    a = KneePoint("a", 0.25, 650, 1e7, 700, 620, 680)  # +-30 RPS
-    b = KneePoint("b", 0.5, 1450, 1e7, 1500, 1400, 1500)  # +-50 RPS
-    fit = fit_knees([a, b])
-    assert fit.slope == pytest.approx(3200)
-    # the slope is (b - a) / 0.25: its half-width is sqrt(30^2 + 50^2) / 0.25
-    half = (30**2 + 50**2) ** 0.5 / 0.25
-    assert fit.slope_interval == pytest.approx((3200 - half, 3200 + half))
-    interpolated = KneePoint("b", 0.5, 1450, 1e7, 1500)  # no interval
-    assert fit_knees([a, interpolated]).slope_interval is None
+def test_sizing_on_a_real_three_limit_run():
+    series = require_series(load_summary(THREE_LIMITS_RUN))
+    assert [round(r.rps) for r in series.rates] == [282, 970, 1762]
+    within = recommend(series, 1000)  # a knee of 1,300, between 200m (970) and 300m (1,762)
+    lower = min(series.rates[1:], key=lambda r: r.per_core)  # 200m's 4,849 per core, below 300m's 5,875
+    assert within.how == "between" and within.cores_exact == pytest.approx(1300 / lower.per_core)
+    assert within.cpu == "300m"  # 0.268 cores, rounded up to 100m
+    beyond = recommend(series, 5000)
+    assert beyond.cpu == f"{math.ceil(6500 / (series.largest.rps / 0.3) * 10) * 100}m"  # 1.106 cores -> 1200m

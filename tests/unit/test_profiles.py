@@ -16,8 +16,8 @@ from runner.model import BackendResources, ConfigResult, EnvoyResources, Knee, R
 from runner.plan import plan_sweep
 from runner.platforms.local import envoy, nginx
 from runner.profiles import PLAIN_PROFILE, ProfileList, TrafficProfile, parse_short
-from runner.report.profiles import compare_profiles
-from runner.report.sizing import knee_points
+from runner.report.model import build_report
+from runner.report.series import build_series
 from runner.scenario import Overrides, load_scenario, parse_scenario
 
 PROFILES = TypeAdapter(ProfileList)
@@ -168,24 +168,27 @@ def test_the_comparison_gives_each_profiles_cost_and_a_handshakes_worked_out_by_
             _config("tls-new-connection", 0.25, None, 1.0),
         ],
     )  # fmt: skip
-    comparison = compare_profiles(summary, headroom=0.3)
+    comparison = build_report(summary, headroom=0.3).profiles
     assert comparison is not None and comparison.first == "plain"
-    rows = {(r.profile, r.cpu_cores): r for r in comparison.rows}
+    rows = {(r.row.profile, r.row.cpu_cores): r for r in comparison.rows}
     # CPU per request at a knee: 90% of 0.5 cores over the knee
-    assert rows[("plain", 0.5)].cpu_per_request_us == pytest.approx(225.0)
-    assert rows[("tls", 0.5)].cpu_per_request_us == pytest.approx(300.0)
-    assert rows[("tls-new-connection", 0.5)].cpu_per_request_us == pytest.approx(1500.0)
-    assert rows[("tls-new-connection", 0.5)].vs_first == pytest.approx(0.15)
+    assert rows[("plain", 0.5)].row.cpu_per_request_us == pytest.approx(225.0)
+    assert rows[("tls", 0.5)].row.cpu_per_request_us == pytest.approx(300.0)
+    assert rows[("tls-new-connection", 0.5)].row.cpu_per_request_us == pytest.approx(1500.0)
+    ratio = rows[("tls-new-connection", 0.5)].vs_first
+    assert ratio is not None and ratio.value == pytest.approx(0.15) and ratio.interval is None  # one pass
     assert rows[("tls-new-connection", 0.5)].cores_per_1k_rps == pytest.approx(1000 * 1.3 * 0.5 / 300)
-    assert rows[("tls-new-connection", 0.25)].knee_rps is None and rows[("tls-new-connection", 0.25)].vs_first is None
+    assert rows[("tls-new-connection", 0.25)].row.knee is None and rows[("tls-new-connection", 0.25)].vs_first is None
     # the handshake: tls-new-connection minus its keep-alive twin tls, per connection
     [cost] = comparison.connection_costs
     assert (cost.new, cost.kept, cost.tls, cost.cpu_cores) == ("tls-new-connection", "tls", True, 0.5)
     assert cost.us_per_connection == pytest.approx(1200.0)
     assert cost.requests_equivalent == pytest.approx(4.0)
-    # the sizing fit uses the first profile only
-    assert sorted(p.cpu_cores for p in knee_points(summary)) == [0.25, 0.5]
-    assert [p.rps for p in knee_points(summary, "tls")] == [1500.0]
+    # sizing reads the first profile only
+    plain, tls = build_series(summary), build_series(summary, "tls")
+    assert plain is not None and tls is not None
+    assert [r.cores for r in plain.rates] == [0.25, 0.5]
+    assert [r.rps for r in tls.rates] == [1500.0]
 
 
 def test_one_profile_makes_no_comparison():
@@ -193,7 +196,7 @@ def test_one_profile_makes_no_comparison():
         run_id="r", platform="local", scenario="s", threshold=0.9, started_at="2026-11-24T00:00:00+00:00",
         configs=[_config("plain", 0.5, 2000.0, 0.0)],
     )  # fmt: skip
-    assert compare_profiles(summary, headroom=0.3) is None
+    assert build_report(summary, headroom=0.3).profiles is None
 
 
 def test_compression_is_a_profile_axis_that_reaches_the_load_generator():
