@@ -1,7 +1,7 @@
 """gateway-sizer: measure how many Envoy cores a Contour gateway needs.
 
-The data flow is the layout: scenario -> plan -> platform (apply, load, metrics) -> measurement ->
-knee -> results -> report.
+The data flow is the layout: scenario -> plan -> sweep (interleaved rounds) -> visit (platform, driver, measure,
+guards) -> assess (knee, curve) -> results -> figures -> report; docs/development.md maps every module.
 """
 
 __version__ = "0.1.0"

@@ -1,9 +1,9 @@
 """The knee and the capacity of one configuration, from its measured windows. Pure.
 
 The knee is the RPS at which Envoy's CPU utilization reaches the threshold, read off a power law of
-utilization against RPS (runner.curve) fitted to the windows around the threshold that Envoy served in the
-steady regime (a window spent in CFS throttling costs more per request and says where Envoy breaks, not what
-a request costs). Windows measured in several interleaved rounds give a knee per round and an interval from
+utilization against RPS (runner.curve) fitted to the clean windows around the threshold that Envoy served in
+full, in either regime (near the threshold a quota throttles bursts at an ordinary cost per request: see
+fit_windows). Windows measured in several interleaved rounds give a knee per round and an interval from
 the scatter between rounds, which holds the machine's drift during the run; windows of one pass give
 Fieller's interval from their scatter, which does not. With fewer windows than a fit needs, the knee is
 interpolated between the two windows that bracket the threshold, and has no interval.

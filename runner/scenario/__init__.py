@@ -1,6 +1,6 @@
 """Scenarios: a YAML file plus command-line overrides, validated once into frozen typed objects.
 
-- `limits`: defaults and bounds (MAX_*), the README lists them;
+- `limits`: defaults and bounds (MAX_*), docs/scenarios.md lists them;
 - `fields`: the field types and their validators (CPU and memory quantities, bounded lists, safe names);
 - `models`: the frozen models, `Scenario` at the top;
 - `options`: the table of sweep options (flag, Make variable, field, parser, help) and `Overrides`;

@@ -1,6 +1,6 @@
 """Defaults and bounds of a scenario.
 
-Every count, size and duration has an upper bound (listed in the README): a value beyond one is a typo or hostile
+Every count, size and duration has an upper bound (listed in docs/scenarios.md): a value beyond one is a typo or hostile
 input, never a sweep, and is refused before anything starts.
 """
 

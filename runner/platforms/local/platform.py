@@ -1,4 +1,5 @@
-"""The embedded local platform: the test bed's processes, Envoy re-started per configuration."""
+"""The embedded local platform: the test bed's processes; Envoy's limits rewritten in place between visits (restarted
+when its bootstrap or worker count changes)."""
 
 from __future__ import annotations
 
