@@ -504,6 +504,7 @@ class RunSummary(_Mutable):
     baseline: BaselineResult | None = None
     memory: MemoryResult | None = None  # the memory model, when the scenario has a `memory` section
     rounds: RoundsRecord | None = None  # how configurations were interleaved (None: runs before rounds)
+    limit_changes: str | None = None  # how Envoy's limits changed between visits (in place, or by restarts/rollouts)
 
     def config(self, key: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.key == key), None)

@@ -81,6 +81,7 @@ class Sweep:
                 self.store.set_environment(environment.collect(self.platform.describe(), self.overrides))
                 self.observer.run_started(self.store, self.platform.endpoints, self.plan)
                 self._run_configs()
+                self.store.summary.limit_changes = self.platform.limit_changes()
                 if self.store.summary.rounds is not None:
                     self.observer.rounds_finished(len(self.store.summary.rounds.rounds))
                 if self.scenario.baseline.enabled and self.store.summary.baseline is None:
@@ -204,7 +205,7 @@ class Sweep:
 
     def _last_round(self, assessment: Assessment, round_: int, record: RoundsRecord) -> bool:
         """The configuration's last round: the planned ones are done and its knee's interval is within the
-        target (or it has none to narrow), or the most rounds allowed are done."""
+        target, or the most rounds allowed are done (a knee still without an interval gets rounds up to then)."""
         if round_ >= record.max_rounds:
             return True
         if round_ < record.planned:
@@ -272,13 +273,19 @@ class Sweep:
     def _measure_new_control(
         self, config: Configuration, result: ConfigResult, record: RoundsRecord, visit: Visit
     ) -> str | None:
-        """In the first round that can: the control configuration is the first one in plan order whose
-        windows place CONTROL_UTILIZATION; measure it there once now (later rounds plan it)."""
-        if record.max_rounds == 1 or record.control is not None or self.scenario.load.search != "adaptive":
+        """The control window of a visit that planned none: in the first round that can, the control
+        configuration is the first one in plan order whose windows place CONTROL_UTILIZATION, measured there once
+        now (later rounds plan it); a later visit of it that had to locate its knee again measures it too."""
+        if record.max_rounds == 1 or self.scenario.load.search != "adaptive":
             return None
         load = self.scenario.load
         search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores)
         assert isinstance(search, AdaptiveSearch)
+        if record.control is not None:
+            measured = any(s.control and s.round == visit.round for s in result.steps)
+            if record.control.key != config.key or measured:
+                return None
+            return visit.measure(search.maker.level(record.control.offered), control=True)
         offered = VisitPlanner(search, load.windows_per_round).offered_for(result.steps, CONTROL_UTILIZATION)
         first = next((c for c in self.plan.configurations if self._active(c.key)), None)
         if offered is None or first is None or first.key != config.key:

@@ -92,6 +92,11 @@ class Platform(ABC):
         """How fast Envoy's CPUs run now, in million reference-loop iterations per second (None: unknown)."""
         return None
 
+    def limit_changes(self) -> str | None:
+        """How this platform changed Envoy's limits from one configuration to the next, for the report (None:
+        it did not say)."""
+        return None
+
     def cpu_steal(self) -> tuple[float, float] | None:
         """The machine's CPU time stolen by its hypervisor and its total CPU time so far, in seconds (None: the
         platform cannot read the machine Envoy runs on)."""

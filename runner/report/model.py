@@ -174,6 +174,8 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         EnvRow("Prometheus", "Metrics: Envoy CPU, memory and request rate", prometheus),
         EnvRow("Host", "Machine that ran the sweep", _host(summary)),
     ]
+    if summary.limit_changes:
+        rows.append(EnvRow("Limit changes", "How Envoy's limits changed between configurations", summary.limit_changes))
     isolation = summary.environment.isolation
     if isolation is not None:
         policy = f"kubelet CPU manager policy: {isolation.cpu_manager_policy}; " if isolation.cpu_manager_policy else ""

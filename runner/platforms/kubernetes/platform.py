@@ -161,6 +161,11 @@ class KubernetesPlatform(Platform):
             return False
         return True
 
+    def limit_changes(self) -> str | None:
+        if self.resize_refused is not None:
+            return f"rolled out at every change of CPU or memory, each round a rollout: {self.resize_refused}"
+        return "Envoy's pods resized in place (pods/resize) when only CPU or memory changed, else rolled out"
+
     def route_programming(self) -> RouteProgramming | None:
         return self._programming
 

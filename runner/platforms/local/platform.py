@@ -162,6 +162,10 @@ class LocalPlatform(Platform):
         cpus = parse_cpu_list(self.placement.envoy_cpus) if self.placement.envoy_cpus else None
         return reference_speed(cpus)
 
+    def limit_changes(self) -> str:
+        version = self.testbed.cgroups.version
+        return f"written into Envoy's cgroup (v{version}) in place; restarted for a new bootstrap only"
+
     def cpu_steal(self) -> tuple[float, float] | None:
         return read_steal()
 
