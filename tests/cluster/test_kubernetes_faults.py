@@ -233,3 +233,55 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     assert restored.returncode == 0, restored.stderr
     assert "restored resources and args of DaemonSet projectcontour/envoy" in restored.stdout
     _assert_restored(admin, before)
+
+
+def _envoy_cpu_cgroups() -> list[Path]:
+    """The cgroup v1 `cpu` folders of the cluster's Envoy container and of its pod (from /proc/<pid>/cgroup)."""
+    folders: set[Path] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            groups = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if not command or not command[0].endswith(b"envoy") or "kubepods" not in groups:
+            continue
+        for line in groups.splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpu" in controllers.split(",") and "kubepods" in path:
+                container = Path("/sys/fs/cgroup/cpu") / path.lstrip("/")
+                folders |= {container, container.parent}
+    return sorted(folders)
+
+
+# A 50m limit on the cluster: the first window runs under the kubelet's quota, the next ones without it. No machine
+# serves a request through Envoy for less than 40 us of CPU (the fastest VM measured: 98 us at 2,200 RPS), so 2,400
+# RPS need at least 96m, twice the nominal limit, on any machine of this kind.
+NO_QUOTA = {"envoy.cpu": [0.05], "load.rounds": 1, "load.search": "fixed", "load.rps": [100, 1200, 2400, 2400],
+            "load.step_seconds": 6, "load.warmup_seconds": 2, "load.settle_seconds": 1}  # fmt: skip
+
+
+@pytest.mark.timeout(1500)
+def test_envoy_without_its_cfs_quota_on_the_node_makes_the_configuration_invalid(cluster, tmp_path):
+    kubeconfig, admin = cluster
+    before = _gateway(admin)
+    run = sizer("--scenario", str(scenario_file(tmp_path, **NO_QUOTA)), kubeconfig=kubeconfig, results=tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        configs = json.loads((run_dir / "summary.json").read_text())["configs"]
+        if configs and configs[0]["steps"]:
+            break
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.5)
+    folders = _envoy_cpu_cgroups()
+    assert folders, "no Envoy container found in the kubelet's cgroups"
+    for folder in folders:  # what a kubelet with --cpu-cfs-quota=false leaves: the limit in the spec, no quota
+        (folder / "cpu.cfs_quota_us").write_text("-1")
+    _out, err = _finish(run, 900)
+    assert run.returncode == 0, err[-3000:]  # an invalid configuration is a finished one
+    config = json.loads((run_dir / "summary.json").read_text())["configs"][0]
+    assert config["status"] == "invalid", (config["status"], config["reason"])
+    assert "the CPU limit is not enforced (kubelet --cpu-cfs-quota=false?)" in config["reason"], config["reason"]
+    assert max(s["cpu_utilization_mean"] for s in config["steps"]) > 1.03  # Envoy ran past its nominal limit
+    _assert_restored(admin, before)

@@ -15,6 +15,7 @@ import yaml
 from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 from runner.figures import control_drift, knee_ratio
+from runner.model import ConfigResult
 from runner.results import load_summary
 
 # A fixed schedule for the signal tests: one round, one window per level (about 6 s each), so a signal sent after a
@@ -29,9 +30,10 @@ def _summary(results: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_result(tmp_path: Path):
-    # the default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 4 rounds
+    # the default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 4 rounds,
+    # and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here)
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario["load"].update(step_seconds=5, warmup_seconds=2, settle_seconds=1, rounds=4)
+    scenario["load"].update(step_seconds=5, warmup_seconds=2, settle_seconds=1, rounds=4, latency_slo_ms=50)
     (tmp_path / "short.yaml").write_text(yaml.safe_dump(scenario))
     command = ["sweep", "--scenario", str(tmp_path / "short.yaml"), "--free-ports", "--results", str(tmp_path)]
     result = run_sizer(*command, timeout=900)
@@ -61,6 +63,7 @@ def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_
                 assert abs(step.envoy_rps - step.rps) <= 0.05 * step.rps + 5, step
         if knee.interval is None:  # the product says why, in the results and on the console
             assert config.search is not None and "no interval" in config.search, config.search
+        _assert_capacity_is_where_the_windows_broke(config, slo_ms=50)
     small, large = summary.configs
     ratio = knee_ratio(large, small, summary.threshold)
     # the ratio paired round by round and the ratio of the two knees agree within the paired ratio's interval
@@ -80,6 +83,24 @@ def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_
         assert config.knee is not None and f"{config.knee.rps:,.0f}" in md
     assert (run_dir / "report.html").stat().st_size > 50_000  # plots embedded
     assert len(list((run_dir / "plots").glob("*.png"))) >= 3
+
+
+def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: float) -> None:
+    """The capacity the run reports against its own windows: the rate it calls served was delivered in full with p99
+    under the SLO, the rate it says broke was not, and no rate between them was served."""
+    capacity = config.capacity
+    assert capacity is not None, config.search
+    served = [s for s in config.steps if s.target_rps == capacity.rps]
+    assert served and all(s.rps >= 0.98 * capacity.rps and (s.p99_ms or 0) <= slo_ms for s in served), served
+    if capacity.broken_at is None:
+        assert config.search is not None and "capacity not reached" in config.search, config.search
+        return
+    broke = next(s for s in config.steps if s.target_rps == capacity.broken_at)
+    assert broke.rps < 0.98 * capacity.broken_at or (broke.p99_ms or 0) > slo_ms or broke.fail_ratio > 0.01, broke
+    assert capacity.broken_by is not None and f"{capacity.broken_at:,.0f}" in capacity.broken_by, capacity
+    served_between = [s for s in config.steps if capacity.rps < s.offered < capacity.broken_at
+                      and s.rps >= 0.98 * s.offered and (s.p99_ms or 0) <= slo_ms and s.fail_ratio <= 0.01]  # fmt: skip
+    assert not served_between, served_between  # the highest rate served is the capacity
 
 
 def _sweep_pids(testbed_id: str) -> list[int]:
