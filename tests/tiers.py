@@ -33,8 +33,10 @@ class Tier:
 
 
 TIERS = (
-    Tier("local", "real Envoy, nginx, Locust and Prometheus on this machine (they measure CPU: one at a time)",
-         TIMED, parallel=False),
+    Tier("local", "real Envoy, nginx, Locust and Prometheus on this machine that measure CPU: one at a time",
+         (*TIMED, "-m", "not parallel_safe"), parallel=False),
+    Tier("local-faults", "real components whose checks a busy CPU does not move (faults, signals, errors)",
+         (*TIMED, "-m", "parallel_safe"), parallel=True),
     Tier("bench", "every bench script once, tiny; the report in Chromium",
          ("tests/bench", "tests/report", "--ignore=tests/bench/test_openloop.py", "-m", "slow"), parallel=True),
     Tier("pure", "logic, engine, report: no real component",

@@ -14,6 +14,8 @@ from sizer_testing import PROJECT_ROOT, run_sizer
 
 from runner.scenario import SWEEP_OPTIONS
 
+pytestmark = pytest.mark.parallel_safe  # one-line errors and exit codes
+
 
 def _one_clear_line(result, *fragments: str) -> None:
     assert result.returncode == 2, result.stderr

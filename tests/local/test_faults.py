@@ -27,6 +27,7 @@ from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 from runner.platforms.local.cgroups import ROOT_NAME, detect_driver
 
+pytestmark = pytest.mark.parallel_safe  # statuses, reasons and leftovers, at rates far below every knee
 LEVELS = [150, 250, 350]  # three short windows per configuration (about 6 s each), below the knee
 PROXY_TIMEOUT_S = 60.0  # longer than the runner's 10 s read timeout: a frozen Prometheus times out there
 

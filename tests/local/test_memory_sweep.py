@@ -52,6 +52,7 @@ def _measured(results: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.parallel_safe
 def test_memory_sweep_survives_sigterm_resumes_and_fits_the_working_set(tmp_path: Path):
     command = [
         *SIZER,

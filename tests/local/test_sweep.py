@@ -30,10 +30,10 @@ def _summary(results: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_result(tmp_path: Path):
-    # the default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 4 rounds,
+    # the default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 3 rounds,
     # and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here)
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario["load"].update(step_seconds=5, warmup_seconds=2, settle_seconds=1, rounds=4, latency_slo_ms=50)
+    scenario["load"].update(step_seconds=4, warmup_seconds=2, settle_seconds=1, rounds=3, latency_slo_ms=50)
     (tmp_path / "short.yaml").write_text(yaml.safe_dump(scenario))
     command = ["sweep", "--scenario", str(tmp_path / "short.yaml"), "--free-ports", "--results", str(tmp_path)]
     result = run_sizer(*command, timeout=900)
@@ -44,18 +44,18 @@ def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_
     assert summary.status == "complete" and summary.platform == "local"
     assert (summary.environment.versions.get("envoy") or "").startswith("1.")
     record = summary.rounds
-    assert record is not None and [r.number for r in record.rounds] == [1, 2, 3, 4]
+    assert record is not None and [r.number for r in record.rounds] == [1, 2, 3]
     keys = sorted(c.key for c in summary.configs)
     assert all(sorted(r.order) == keys == sorted(r.visited) for r in record.rounds)  # every round visits all
     assert [c.envoy.cpu_cores for c in summary.configs] == [0.25, 0.5]
     for config in summary.configs:
         assert config.status == "saturated", (config.reason, config.search)
         knee = config.knee
-        assert knee is not None and knee.method == "rounds" and knee.rounds == 4, knee
+        assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
         rates = [(s.rps, s.cpu_utilization_mean) for s in config.steps]
         # measured, not assumed: windows below the threshold at lower rates and at it at higher ones
         assert any(r < knee.rps and u < 0.9 for r, u in rates) and any(r > knee.rps and u >= 0.9 for r, u in rates)
-        assert {s.round for s in config.steps} == {1, 2, 3, 4}
+        assert {s.round for s in config.steps} == {1, 2, 3}
         assert all(s.cpu_utilization_max <= 1.03 for s in config.steps)  # the quota held
         for step in config.steps:
             if step.cpu_utilization_mean < 0.9 and not step.guards:  # past it Envoy is throttled, as guarded
@@ -70,7 +70,7 @@ def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_
     if ratio is not None and small.knee is not None and large.knee is not None:
         assert ratio.low <= large.knee.rps / small.knee.rps <= ratio.high, (ratio, small.knee, large.knee)
     drift = control_drift(summary)
-    assert drift is not None and len(drift.rounds) == 4 and drift.offered_rps == record.control.offered  # type: ignore[union-attr]
+    assert drift is not None and len(drift.rounds) == 3 and drift.offered_rps == record.control.offered  # type: ignore[union-attr]
     assert f"speed moved +-{drift.spread:.1%}" in result.stdout  # the console states its noise
     with (run_dir / "steps.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -222,6 +222,7 @@ def test_ctrl_c_stops_everything_keeps_every_window_and_resume_completes_the_rou
 
 
 @pytest.mark.slow
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: int):
     sweep = _start_sweep(tmp_path, [0.15])
@@ -234,6 +235,7 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: 
 
 
 @pytest.mark.slow
+@pytest.mark.parallel_safe
 def test_sigint_stops_a_sweep_started_in_the_background_of_a_script(tmp_path: Path):
     sweep = _start_sweep(tmp_path, [0.15], sigint_ignored=True)
     started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)

@@ -39,6 +39,7 @@ def _tab_rows(chromium: Chromium, name: str, predicate, timeout_s: float = 30) -
 
 
 @pytest.mark.slow
+@pytest.mark.parallel_safe
 @pytest.mark.timeout(600)
 def test_the_web_ui_tabs_show_the_run_live(tmp_path: Path):
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
