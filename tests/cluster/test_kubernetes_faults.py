@@ -16,7 +16,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cluster_testing import (
+from kubernetes import client
+
+from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.lease import lease_name
+from runner.platforms.kubernetes.objects import MANAGED_BY
+from support.cluster import (
     ENVOY,
     NGINX,
     PROMETHEUS,
@@ -27,14 +34,7 @@ from cluster_testing import (
     sizer,
     wait_for_state,
 )
-from kubernetes import client
-from sizer_testing import run_sizer
-
-from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
-from runner.platforms.kubernetes import workloads
-from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.lease import lease_name
-from runner.platforms.kubernetes.objects import MANAGED_BY
+from support.processes import run_sizer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 PAUSE_S = 30.0

@@ -15,9 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from cluster_testing import ENVOY, PROMETHEUS, STATE, run_dir_of, scenario_file, sizer
 from kubernetes import client
-from sizer_testing import run_sizer
 
 from runner.commands.sweep import EXIT_INCOMPLETE
 from runner.errors import UsageError
@@ -26,6 +24,8 @@ from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
 from runner.platforms.kubernetes.resize import live_pods, running_resources
 from runner.results import load_summary
+from support.cluster import ENVOY, PROMETHEUS, STATE, run_dir_of, scenario_file, sizer
+from support.processes import run_sizer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")

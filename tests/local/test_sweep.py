@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 from runner.figures import control_drift, knee_ratio
+from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
+from support.processes import SIZER, alive, cgroup_tree, run_sizer
 
 # A fixed schedule for the signal tests: one round, one window per level (about 6 s each), so a signal sent after a
 # configuration's first window lands while it still has LEVELS - 1 windows to go, whatever the machine's speed.
