@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from runner.heartbeat import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.lease import lease_name
