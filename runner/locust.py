@@ -3,21 +3,20 @@
 The runner drives Locust's master over the same HTTP endpoints its web UI uses (`/swarm`, `/stop`,
 `/stats/requests`), so a person watching the web UI sees the live run. Exact per-window figures come
 from the master-side extension in `locustfiles/gateway_sizer_stats.py` (`/gateway-sizer/snapshot`).
+The thread that keeps the extension's dead-man switch from tripping is runner.heartbeat's.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import requests
 
-from runner.errors import LoadGeneratorError, PlatformError, UnreachableError, one_line
+from runner.errors import LoadGeneratorError, UnreachableError
 from runner.http import RetryingClient, timeout
 from runner.paths import LOCUSTFILE_DIR
 
@@ -25,15 +24,10 @@ if TYPE_CHECKING:
     from runner.scenario import LoadSpec
 
 SNAPSHOT_PATH = "/gateway-sizer/snapshot"
-HEARTBEAT_PATH = "/gateway-sizer/heartbeat"  # the dead-man switch (HEARTBEAT_ROUTE there)
+HEARTBEAT_PATH = "/gateway-sizer/heartbeat"  # the dead-man switch (HEARTBEAT_ROUTE there; runner.heartbeat)
 STATE_PATH = "/gateway-sizer/state"
 CONNECTIONS_PATH = "/gateway-sizer/connections"  # locustfiles/connection_holder.py
 PROBE_PATH = "/gateway-sizer/probe"  # locustfiles/route_probe.py
-HEARTBEAT_INTERVAL_S = 2.0
-# Silence after which the master stops the load: longer than a call's retry budget (runner.http), so a
-# run riding out a 30 s API server outage keeps its load, and a runner killed hard leaves none for long.
-HEARTBEAT_TIMEOUT_S = 60.0  # served by locustfiles/gateway_sizer_stats.py (SNAPSHOT_ROUTE)
-NEVER_HEARD_BEATS = 3  # heartbeats missed before any arrived: the dead-man switch is not armed
 READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
 STATS_EXTENSION = "gateway_sizer_stats.py"
 WEB_PORT = 8089
@@ -404,55 +398,3 @@ def _message(response: requests.Response) -> str | None:
         return None
     message = body.get("message") if isinstance(body, dict) else None
     return " ".join(str(message).split())[:300] if message else None
-
-
-class Heartbeat:
-    """While open, tells the Locust master every HEARTBEAT_INTERVAL_S that the runner is alive, with what
-    `state()` returns (a daemon thread). A runner killed hard stops beating, and the master stops the load."""
-
-    def __init__(
-        self,
-        master: HeartbeatTarget,
-        state: Callable[[], dict[str, Any]] = dict,
-        *,
-        interval_s: float = HEARTBEAT_INTERVAL_S,
-        timeout_s: float = HEARTBEAT_TIMEOUT_S,
-    ) -> None:
-        self.master, self.state, self.interval_s, self.timeout_s = master, state, interval_s, timeout_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gateway-sizer-heartbeat", daemon=True)
-        self.sent = self.missed = 0
-        self.last_error: str | None = None
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.master.heartbeat(self.timeout_s, self.state())
-                self.sent += 1
-            except Exception as error:
-                self.missed += 1  # the master waits timeout_s before acting
-                self.last_error = (one_line(str(error)) or type(error).__name__)[:200]
-            if self._stop.wait(self.interval_s):
-                return
-
-    def check(self) -> None:
-        """PlatformError when no heartbeat has reached the master in NEVER_HEARD_BEATS tries: the dead-man
-        switch is not armed, so a runner killed hard would leave the load running."""
-        if self.sent == 0 and self.missed >= NEVER_HEARD_BEATS:
-            raise PlatformError(
-                f"the Locust master has received none of {self.missed} heartbeats ({self.last_error}): "
-                "a runner killed hard would leave its load running",
-                "check that the runner reaches the master's web API (its URL, credentials, CA)",
-            )
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.interval_s + 10)
-
-
-class HeartbeatTarget(Protocol):
-    def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None: ...

@@ -1,8 +1,9 @@
 """The measurement model, one set of types from the meter to the report.
 
 A `Step` is what one measuring window saw; a `ConfigResult` holds a configuration's steps, its knee and
-capacity and its verdict; a `MemoryResult` holds the memory model's points; a `RunSummary` is a whole run,
-as saved in summary.json. The engine writes these types and the report reads the same ones back. Pure data:
+capacity and its verdict; a `MemoryResult` holds the memory model's points (their types live in
+runner.memory_model; runner.records says how every record saves and loads); a `RunSummary` is a whole run, as saved in
+summary.json. The engine writes these types and the report reads the same ones back. Pure data:
 this module imports pydantic (and the traffic profile, itself pure data) and nothing of the Prometheus,
 Locust or Kubernetes stacks.
 
@@ -12,13 +13,18 @@ saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
 
 from __future__ import annotations
 
-import statistics
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+# The memory model's types, imported from here as well as from runner.memory_model
+from runner.memory_model import MemoryPoint as MemoryPoint
+from runner.memory_model import MemoryResult
+from runner.memory_model import RouteProgramming as RouteProgramming
+from runner.memory_model import percentile as percentile
 from runner.profiles import PLAIN_PROFILE, TrafficProfile
+from runner.records import Frozen, Mutable
 
 ConfigStatus = Literal["running", "saturated", "not-saturated", "invalid", "failed"]
 RunStatus = Literal["running", "complete", "partial", "interrupted", "failed"]
@@ -39,15 +45,7 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-
-class _Mutable(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_assignment=True)
-
-
-class LoadLevel(_Frozen):
+class LoadLevel(Frozen):
     """What Locust is asked to do: `users` users, each paced at `user_rps` (0 = closed loop, no wait)."""
 
     users: int
@@ -64,7 +62,7 @@ class LoadLevel(_Frozen):
         return target if target is not None else float(self.users)
 
 
-class Finding(_Frozen):
+class Finding(Frozen):
     """A validity guard that fired: its name, what it saw, and what to change."""
 
     guard: str
@@ -76,7 +74,7 @@ class Finding(_Frozen):
         return f"{self.detail}: {self.advice}"
 
 
-class Step(_Frozen):
+class Step(Frozen):
     """What one measuring window saw.
 
     Utilization is Envoy's CPU over its CPU limit (mean over the window; min and max over sub-windows);
@@ -144,7 +142,7 @@ class Step(_Frozen):
         return self.envoy_cx_rate / self.envoy_rps if self.envoy_cx_rate is not None and self.envoy_rps > 0 else None
 
 
-class Knee(_Frozen):
+class Knee(Frozen):
     """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval.
 
     `method` says how it was found: `rounds` (a power law of utilization against RPS with one exponent and
@@ -185,7 +183,7 @@ class Knee(_Frozen):
         return max(self.rps - self.low, self.high - self.rps) / self.rps
 
 
-class Capacity(_Frozen):
+class Capacity(Frozen):
     """Where it breaks: the highest offered rate served in full (within the delivery tolerance) with p99
     under the latency SLO, and the lowest rate above it that was not (None: none measured)."""
 
@@ -199,22 +197,22 @@ class Capacity(_Frozen):
         return self.broken_at / self.rps - 1 if self.broken_at and self.rps > 0 else None
 
 
-class EnvoyResources(_Frozen):
+class EnvoyResources(Frozen):
     cpu_cores: float = Field(alias="cpu")
     memory: str
     concurrency: int
 
 
-class BackendResources(_Frozen):
+class BackendResources(Frozen):
     replicas: int
 
 
-class ContourResources(_Frozen):
+class ContourResources(Frozen):
     cpu_cores: float | None = Field(default=None, alias="cpu")
     memory: str | None = None
 
 
-class ConfigResult(_Mutable):
+class ConfigResult(Mutable):
     """One configuration's outcome. `status` is `running` until it ends."""
 
     key: str
@@ -285,7 +283,7 @@ class ConfigResult(_Mutable):
         return threshold / per_core * 1e6 if per_core else None
 
 
-class BaselineResult(_Frozen):
+class BaselineResult(Frozen):
     """The backend directly vs through the gateway, same generator and closed-loop users."""
 
     users: int
@@ -304,118 +302,7 @@ class BaselineResult(_Frozen):
         return 1 - self.overhead
 
 
-def percentile(samples: list[float], percent: float) -> float | None:
-    """The samples' `percent` percentile, linear between order statistics (numpy's default); None without
-    samples."""
-    if len(samples) < 2:
-        return samples[0] if samples else None
-    return statistics.quantiles(samples, n=100, method="inclusive")[round(percent) - 1]
-
-
-class RouteProgramming(_Frozen):
-    """How long a platform that programs routes at runtime (Contour) took to serve a point's new routes.
-
-    The first `bulk` routes were created one after another without waiting; `bulk_s` runs from the first
-    create to the first 2xx of the last of them through the gateway, `bulk_status_s` to the last of their
-    statuses written by the control plane. The others were created one at a time after that, each timed
-    from its create call to its first 2xx (`samples_s`, polled every 10 ms): their percentiles are the
-    route programming latency. Wall-clock times bound the whole.
-    """
-
-    created: int
-    bulk: int = 0
-    bulk_s: float | None = None
-    bulk_status_s: float | None = None
-    samples_s: list[float] = []
-    started_at: float
-    ended_at: float
-
-    def percentile_s(self, percent: float) -> float | None:
-        return percentile(self.samples_s, percent)
-
-    @property
-    def p50_s(self) -> float | None:
-        return self.percentile_s(50)
-
-    @property
-    def p99_s(self) -> float | None:
-        return self.percentile_s(99)
-
-
-class MemoryPoint(_Frozen):
-    """One point of the memory model: `connections` idle keep-alive connections held through Envoy and
-    `routes` extra virtual hosts in its configuration, under a light load, measured over one window.
-
-    `held` and the holder's counts come from the Locust master's connection holder at the window's end;
-    `envoy_connections` is Envoy's own count of active downstream connections (mean over the window: the
-    held ones plus the light load's). The working set is cAdvisor's (the exporter's, locally): mean and
-    max over the window. `heap_bytes` and `allocated_bytes` are Envoy's `server.memory_heap_size` and
-    `server.memory_allocated`. CPU, Envoy RPS and Locust RPS are those of the light load plus the held
-    connections' refreshes (`refresh_rps` of them). A `failed` point has a reason and maybe no figures.
-    Where the platform has a control plane (Contour), its CPU and working set over the same window, and
-    how long the routes the point added took to be served (`programming`, with Contour's CPU meanwhile).
-    """
-
-    key: str
-    connections: int
-    routes: int
-    status: Literal["measured", "failed"] = "measured"
-    reason: str | None = None
-    held: int = 0
-    opened: int = 0
-    open_failures: int = 0
-    closed_by_peer: int = 0
-    envoy_connections: float | None = None
-    working_set_bytes: float | None = None
-    working_set_max_bytes: float | None = None
-    heap_bytes: float | None = None
-    allocated_bytes: float | None = None
-    envoy_cpu_cores: float | None = None
-    envoy_rps: float | None = None
-    rps: float | None = None
-    refresh_rps: float = 0.0
-    started_at: float | None = None
-    window_s: float | None = None
-    contour_cpu_cores: float | None = None
-    contour_working_set_bytes: float | None = None
-    programming: RouteProgramming | None = None
-    programming_contour_cpu_cores: float | None = None  # Contour's mean CPU while the new routes were programmed
-
-    @property
-    def measured(self) -> bool:
-        return self.status == "measured"
-
-    @property
-    def cpu_per_request_us(self) -> float | None:
-        """Envoy CPU time per request it served in the window, in microseconds."""
-        if self.envoy_cpu_cores is None or not self.envoy_rps:
-            return None
-        return self.envoy_cpu_cores / self.envoy_rps * 1e6
-
-
-class MemoryResult(_Mutable):
-    """The memory model's points and how they were measured: Envoy's limits, the light load, the cgroup
-    version (on v1 socket buffers are not charged to the memory cgroup, on v2 they are)."""
-
-    envoy_cpu_cores: float = Field(alias="envoy_cpu")
-    envoy_memory: str
-    envoy_memory_bytes: int
-    concurrency: int
-    cgroup_version: int | None = None
-    rps: float = 0.0
-    refresh_s: float = 0.0
-    hold_s: float = 0.0
-    points: list[MemoryPoint] = []
-
-    def point(self, key: str) -> MemoryPoint | None:
-        return next((p for p in self.points if p.key == key), None)
-
-    def record(self, point: MemoryPoint) -> None:
-        """Add `point`, replacing an earlier attempt at the same key."""
-        self.points = [*(p for p in self.points if p.key != point.key), point]
-
-
-class Machine(_Frozen):
+class Machine(Frozen):
     hostname: str | None = None
     cpu_model: str | None = None
     cpu_cores: int | None = None
@@ -426,7 +313,7 @@ class Machine(_Frozen):
     gateway_sizer: str | None = None
 
 
-class Isolation(_Frozen):
+class Isolation(Frozen):
     """Which CPUs Envoy and everything else ran on (local platform), or how the node pins Envoy."""
 
     envoy_cpus: str | None = None
@@ -435,7 +322,7 @@ class Isolation(_Frozen):
     note: str = ""
 
 
-class Node(_Frozen):
+class Node(Frozen):
     name: str
     cpu: str | None = None
     memory: str | None = None
@@ -444,7 +331,7 @@ class Node(_Frozen):
     cpu_model: str | None = None
 
 
-class Environment(_Frozen):
+class Environment(Frozen):
     """The machine, the components' versions and the platform's own facts, for the environment table."""
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
@@ -459,7 +346,7 @@ class Environment(_Frozen):
     overrides: dict[str, str] = {}
 
 
-class RoundRecord(_Mutable):
+class RoundRecord(Mutable):
     """One round of the sweep: the order its configurations were visited in (their keys) and those done."""
 
     number: int
@@ -467,14 +354,14 @@ class RoundRecord(_Mutable):
     visited: list[str] = []
 
 
-class ControlWindow(_Frozen):
+class ControlWindow(Frozen):
     """The run's control: one configuration (its key) at one offered load, measured in every round."""
 
     key: str
     offered: float
 
 
-class RoundsRecord(_Mutable):
+class RoundsRecord(Mutable):
     """How the sweep interleaved its configurations: the seed of the shuffled orders, the rounds planned
     (at least, and at most while an interval is wider than its target) and each round as it ran."""
 
@@ -488,7 +375,7 @@ class RoundsRecord(_Mutable):
         return next((r for r in self.rounds if r.number == number), None)
 
 
-class RunSummary(_Mutable):
+class RunSummary(Mutable):
     """One run of the sweep: what ran where, and every configuration's result."""
 
     run_id: str

@@ -13,9 +13,10 @@ from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
 from runner.errors import SizerError
 from runner.guards import GuardContext
+from runner.heartbeat import Heartbeat
 from runner.knee import find_knee
 from runner.live import LiveState
-from runner.locust import Heartbeat, LoadTarget
+from runner.locust import LoadTarget
 from runner.memory_sweep import MemoryExperiment
 from runner.model import (
     BaselineResult,

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from sizer_testing import FUZZ_SCALE, alive, cgroup_tree
 
 from runner.platforms.local.testbed import LocalTestbed, Ports
+from support.examples import FUZZ_SCALE
+from support.processes import alive, cgroup_tree
 
 _ids = itertools.count()
 

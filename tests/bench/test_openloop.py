@@ -8,7 +8,6 @@ import math
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+from support.project import bench_module
 
-import openloop  # noqa: E402
+openloop = bench_module("openloop")  # bench/openloop.py, loaded from its file (bench/ stays off the path)
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_testing import CACHE, STARTED_BY_TESTS, STATE, make
 from kubernetes import client
 
 from runner.platforms.kubernetes.connection import Cluster, connect
+from support.cluster import CACHE, STARTED_BY_TESTS, STATE, make
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from cluster_testing import scenario_file, sizer
 
 from runner.platforms.kubernetes import workloads
+from support.cluster import scenario_file, sizer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 CONTOUR = workloads.Workload("Deployment", "projectcontour", "contour", "contour")

@@ -16,7 +16,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cluster_testing import (
+from kubernetes import client
+
+from runner.heartbeat import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.lease import lease_name
+from runner.platforms.kubernetes.objects import MANAGED_BY
+from support.cluster import (
     ENVOY,
     NGINX,
     PROMETHEUS,
@@ -27,17 +34,14 @@ from cluster_testing import (
     sizer,
     wait_for_state,
 )
-from kubernetes import client
-from sizer_testing import run_sizer
-
-from runner.locust import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
-from runner.platforms.kubernetes import workloads
-from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.lease import lease_name
-from runner.platforms.kubernetes.objects import MANAGED_BY
+from support.processes import run_sizer
+from support.wait import until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 PAUSE_S = 30.0
+ENVOY_SAMPLES = 'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="ingress_http"}[10s]'  # raw samples
+ENVOY_SCRAPE_S = 2.0  # how often the cluster's Prometheus scrapes Envoy
+QUIET_S = 10.0  # after the load stopped, Envoy serves nothing for this long
 FINISHED = ("saturated", "not-saturated", "invalid")
 
 
@@ -94,7 +98,7 @@ def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster,
         paused_at = time.time()
         os.kill(apiserver, signal.SIGSTOP)
         try:
-            time.sleep(PAUSE_S)
+            time.sleep(PAUSE_S)  # the fault itself: the API server held stopped this long, not a wait for an event
         finally:
             os.kill(apiserver, signal.SIGCONT)
         resumed_at = time.time()
@@ -167,10 +171,13 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     _assert_restored(admin, before)
 
 
-def _envoy_requests() -> float:
-    query = 'sum(envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="ingress_http"})'
-    with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": query})) as r:
-        return float(json.loads(r.read())["data"]["result"][0]["value"][1])
+def _envoy_requests() -> tuple[float, float]:
+    """(when, requests): Envoy's request counter at Prometheus' latest scrape of it, summed over Envoy's pods (when:
+    the oldest pod's latest sample)."""
+    with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": ENVOY_SAMPLES})) as r:
+        latest = [series["values"][-1] for series in json.loads(r.read())["data"]["result"]]
+    assert latest, f"Prometheus has no sample of {ENVOY_SAMPLES}"
+    return min(float(t) for t, _ in latest), sum(float(v) for _, v in latest)
 
 
 @pytest.mark.timeout(1800)
@@ -196,25 +203,29 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
         run.send_signal(signal.SIGKILL)  # no cleanup, no last heartbeat, no stop
         killed_at = time.monotonic()
         run.communicate(timeout=30)
-        stopped_after = None
-        while time.monotonic() - killed_at < HEARTBEAT_TIMEOUT_S + 60:
-            stats = session.get(stats_url, timeout=10).json()
-            if stats["user_count"] == 0 and stats["state"] not in ("spawning", "running"):
-                stopped_after = time.monotonic() - killed_at
-                break
-            time.sleep(1.0)
+        until(
+            lambda: session.get(stats_url, timeout=10).json(),
+            HEARTBEAT_TIMEOUT_S + 60,
+            "the master to stop the load after the runner fell silent",
+            ready=lambda stats: stats["user_count"] == 0 and stats["state"] not in ("spawning", "running"),
+            poll_s=1.0,  # the resolution of stopped_after
+        )
+        stopped_after, stopped_at = time.monotonic() - killed_at, time.time()
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert stopped_after is not None, f"the load was still on {HEARTBEAT_TIMEOUT_S + 60:.0f} s after the kill"
-    time.sleep(6)  # Prometheus scrapes Envoy every 2 s
-    requests_then = _envoy_requests()
-    time.sleep(10)
-    grown = _envoy_requests() - requests_then
+    # Envoy's counter from a scrape two intervals after the load stopped (a request sent as it stopped is in), then
+    # from one QUIET_S later: what Envoy served in between
+    then = until(_envoy_requests, 60, "Envoy's requests scraped after the load stopped", poll_s=1.0,
+                 ready=lambda sample: sample[0] >= stopped_at + 2 * ENVOY_SCRAPE_S)  # fmt: skip
+    later = until(_envoy_requests, 60, f"Envoy's requests scraped {QUIET_S:g} s after that", poll_s=1.0,
+                  ready=lambda sample: sample[0] >= then[0] + QUIET_S)  # fmt: skip
+    grown = later[1] - then[1]
     print(
         f"\nrunner SIGKILLed at {loaded['user_count']} users: the master stopped the load after {stopped_after:.1f} s "
-        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in 10 s"
+        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in "
+        f"{later[0] - then[0]:.0f} s"
     )
     # the dead-man switch did it: not before the runner could have been silent that long, not much after
     assert HEARTBEAT_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 3 <= stopped_after <= HEARTBEAT_TIMEOUT_S + 5

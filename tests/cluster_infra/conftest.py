@@ -1,34 +1,14 @@
-"""Helpers for the tests of k8s/: the scripts run for real, from the repository root."""
+"""The tools the tests of k8s/ run (built once by k8s/cluster/build.sh); the scripts run for real, from the
+repository root (support.cluster.run)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-K8S = REPO / "k8s"
-CACHE = Path(os.environ.get("GATEWAY_SIZER_CACHE") or Path.home() / ".cache" / "gateway-sizer")
-
-
-def run(
-    cmd: list[str], timeout: float, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    """Run a command from the repository root, capturing text output; fail with its stderr tail."""
-    proc = subprocess.run(
-        cmd,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
-    if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return proc
+from support.cluster import run
+from support.project import K8S
 
 
 @pytest.fixture(scope="session")

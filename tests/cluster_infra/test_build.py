@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from .conftest import K8S, run
+from support.cluster import run
+from support.project import K8S
 
 pytestmark = pytest.mark.kubernetes
 

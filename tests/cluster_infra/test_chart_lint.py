@@ -8,7 +8,9 @@ import subprocess
 import pytest
 import yaml
 
-from .conftest import CACHE, K8S, REPO, run
+from runner.paths import PROJECT_ROOT
+from support.cluster import run
+from support.project import CACHE, K8S
 
 pytestmark = pytest.mark.kubernetes
 
@@ -72,7 +74,8 @@ def _essentials(doc: dict) -> tuple[tuple[str, str], dict]:
 
 def test_plain_backend_manifests_are_the_chart_with_default_values(built_tools):
     rendered = run(
-        [str(built_tools["helm"]), "template", "gateway-loadtest", str(REPO / "charts/gateway-loadtest")], timeout=120
+        [str(built_tools["helm"]), "template", "gateway-loadtest", str(PROJECT_ROOT / "charts/gateway-loadtest")],
+        timeout=120,
     ).stdout
     from_chart = dict(_essentials(d) for d in yaml.safe_load_all(rendered) if d)
     plain = run([str(built_tools["kubectl"]), "kustomize", str(K8S / "manifests/backend")], timeout=120).stdout

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CACHE, K8S, run
+from support.cluster import run
+from support.project import CACHE, K8S
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

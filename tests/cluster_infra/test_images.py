@@ -12,7 +12,8 @@ import tarfile
 
 import pytest
 
-from .conftest import K8S, run
+from support.cluster import run
+from support.project import K8S
 
 pytestmark = pytest.mark.cluster
 

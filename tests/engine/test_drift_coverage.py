@@ -1,5 +1,5 @@
 """The knee's interval on a machine whose speed drifts during the run: the sweep engine end to end on a
-simulated Envoy (fake_platform) whose every request costs more or less as the machine's speed moves.
+simulated Envoy (support.simulated) whose every request costs more or less as the machine's speed moves.
 
 The machine's speed is drawn anew every 30 s, uniformly within +-15% of nominal: the window-to-window and
 pass-to-pass movement measured on 2-core cloud VMs (issue 20). The truth is the knee at nominal speed. An
@@ -13,14 +13,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from fake_platform import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
-
 from runner.figures import control_drift, knee_ratio
 from runner.model import ConfigResult, RunSummary
 from runner.plan import plan_sweep
 from runner.results import RunStore
 from runner.scenario import parse_scenario
 from runner.sweep import Sweep
+from support.simulated import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
 
 DRIFT = 0.15
 SEGMENT_S = 30

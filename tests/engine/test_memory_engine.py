@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_platform import FakeClock, FakeLocust, FakeMetrics, FakePlatform, SimulatedEnvoy, Timeline
 
 from runner.errors import PlatformError
 from runner.locust import HeldConnections
@@ -19,6 +18,7 @@ from runner.report.memory_fit import memory_fits
 from runner.results import RunStore, load_summary
 from runner.scenario import Scenario, parse_scenario
 from runner.sweep import Sweep
+from support.simulated import FakeClock, FakeLocust, FakeMetrics, FakePlatform, SimulatedEnvoy, Timeline
 
 BASE, PER_CONNECTION, PER_ROUTE = 40e6, 44_000.0, 2_000.0
 MEMORY = {"connections": [0, 1000, 4000], "routes": [0, 500], "hold_seconds": 10, "settle_seconds": 2, "rps": 20}

@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 import statistics
 
-from fake_platform import SimulatedEnvoy, simulate_window
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sizer_testing import examples
 
 from runner.knee import find_capacity, find_knee
 from runner.model import Step
 from runner.scenario import parse_scenario
 from runner.search import MAX_GROWTH, AdaptiveSearch, LevelMaker, RampSearch, Targets, make_search
+from support.examples import examples
+from support.simulated import SimulatedEnvoy
 
 THRESHOLD = 0.90
 RPS = LevelMaker(mode="rps", max_rps_per_user=20, min_users=1)
@@ -28,7 +28,7 @@ USERS = LevelMaker(mode="users", max_rps_per_user=20, min_users=1)
 def drive(search: AdaptiveSearch | RampSearch, envoy: SimulatedEnvoy) -> list[Step]:
     steps: list[Step] = []
     while (level := search.next_level(steps)) is not None:
-        steps.append(simulate_window(envoy, len(steps), level))
+        steps.append(envoy.window(len(steps), level))
     return steps
 
 
@@ -136,19 +136,19 @@ def test_windows_that_cross_the_threshold_only_out_of_order_send_the_search_belo
     envoy = SimulatedEnvoy(limit_cores=0.15, noise=0.0)
     read = [(300.0, 0.96), (315.0, 0.89), (330.0, 0.91)]
     steps = [
-        simulate_window(envoy, i, RPS.level(rps)).model_copy(update={"cpu_utilization_mean": u})
+        envoy.window(i, RPS.level(rps)).model_copy(update={"cpu_utilization_mean": u})
         for i, (rps, u) in enumerate(read)
     ]
     assert find_knee(steps, THRESHOLD).knee is None
     search = AdaptiveSearch(300.0, RPS, THRESHOLD)
     level = search.next_level(steps)
     assert level is not None and level.target_rps is not None and level.target_rps < 300
-    below = simulate_window(envoy, 3, level).model_copy(update={"cpu_utilization_mean": 0.80})
+    below = envoy.window(3, level).model_copy(update={"cpu_utilization_mean": 0.80})
     knee = find_knee([*steps, below], THRESHOLD).knee
     assert knee is not None and level.target_rps < knee.rps < 330
     # closed loop: whole users, fewer than the lowest count that reached the threshold
     users = [
-        simulate_window(envoy, i, USERS.level(n)).model_copy(update={"cpu_utilization_mean": u})
+        envoy.window(i, USERS.level(n)).model_copy(update={"cpu_utilization_mean": u})
         for i, (n, u) in enumerate([(3, 0.95), (4, 0.88)])
     ]
     level = AdaptiveSearch(3, USERS, THRESHOLD).next_level(users)

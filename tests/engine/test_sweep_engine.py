@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from fake_platform import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
 
 from runner.errors import LoadGeneratorError, PlatformError
 from runner.locust import Snapshot
@@ -18,6 +17,7 @@ from runner.plan import Configuration, plan_sweep
 from runner.results import RunStore, load_summary
 from runner.scenario import Scenario, parse_scenario
 from runner.sweep import Sweep
+from support.simulated import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
 
 LOAD = {"step_seconds": 8, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1, "seed": 1}
 

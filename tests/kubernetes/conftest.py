@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from apiserver import ApiServer, built, start_apiserver, wait_for
 from kubernetes import client, utils
 
 from runner.platforms.kubernetes.connection import Cluster, connect
+from support.apiserver import ApiServer, built, start_apiserver
+from support.wait import until
 
 NAMESPACES = ("projectcontour", "gateway-loadtest", "monitoring")
 
@@ -42,7 +43,7 @@ def admin(apiserver: ApiServer) -> Cluster:
                 return False
         return True
 
-    wait_for(established, timeout_s=30)
+    until(established, 30, "Contour's CRDs established", poll_s=0.1)
     return cluster
 
 

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_objects import create, workload
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from sizer_testing import PROJECT_ROOT, run_sizer
-from test_locust_objects import _spec
 
 from runner.errors import PlatformError
+from runner.paths import PROJECT_ROOT
 from runner.plan import plan_sweep
 from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.lease import lease_name
@@ -30,38 +28,12 @@ from runner.platforms.kubernetes.originals import FILE_NAME
 from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.local.processes import free_port
 from runner.scenario import load_scenario
+from support.k8s import ORIGINAL, create, gateway, locust_spec, scenario_file, workload
+from support.processes import one_line, run_sizer
+from support.project import TESTS, child_env
 
 pytestmark = pytest.mark.kubernetes
-ORIGINAL = {"requests": {"cpu": "100m"}}
 KILLED_LEASE_S = 8  # CRASHING_RUN's Lease
-
-
-def _scenario(
-    tmp_path: Path, namespace: str, kubeconfig: Path, envoy_cpu: float = 0.5, replicas: int = 3, **extra: object
-) -> Path:
-    data = {
-        "name": "k8s-test",
-        "platform": "kubernetes",
-        "envoy": {"cpu": [envoy_cpu], "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"}},
-        "backend": {
-            "replicas": [replicas],
-            "workload": {"namespace": namespace, "name": "nginx", "container": "nginx"},
-        },
-        "kubernetes": {"kubeconfig": str(kubeconfig), "namespace": namespace, "rollout_timeout_seconds": 5},
-        **extra,
-    }
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def _one_line(result, *fragments: str) -> str:
-    assert result.returncode == 2, (result.stdout[-1500:], result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def test_an_unreachable_cluster_is_one_line(tmp_path):
@@ -81,12 +53,12 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     result = run_sizer(
         "sweep", "--platform", "kubernetes", "--results", str(tmp_path / "r"), env={"KUBECONFIG": str(dead)}
     )
-    _one_line(result, "Kubernetes API unreachable", "KUBECONFIG")
+    one_line(result, "Kubernetes API unreachable", "KUBECONFIG")
 
 
 def test_a_gateway_that_does_not_exist_is_one_line(apiserver, admin, namespace, tmp_path):
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig)
-    _one_line(
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig)
+    one_line(
         run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")),
         f"no DaemonSet or Deployment {namespace}/envoy",
     )
@@ -100,8 +72,8 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
     create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
     url = {"url": f"http://127.0.0.1:{free_port()}"} if prometheus == "url" else {}
     # a 5 s retry budget: the default 45 s would only make the refused connection take longer to report
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, prometheus={"retry_seconds": 5, **url})
-    _one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, prometheus={"retry_seconds": 5, **url})
+    one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy) == ORIGINAL
     assert wl.replicas(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == 2
@@ -116,14 +88,13 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
 CRASHING_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    sys.path.insert(0, "tests/kubernetes")
     from runner.plan import plan_sweep
     from runner.platforms.kubernetes.connection import connect
     from runner.platforms.kubernetes.loadgen import create_locust
     from runner.platforms.kubernetes.platform import KubernetesPlatform
     from runner.results import RunStore
     from runner.scenario import load_scenario
-    from test_locust_objects import _spec
+    from support.k8s import locust_spec
     scenario = load_scenario(sys.argv[1])
     store = RunStore.create(scenario, Path(sys.argv[2]))
     platform = KubernetesPlatform(scenario, store.run_dir)
@@ -132,7 +103,7 @@ CRASHING_RUN = textwrap.dedent("""
     platform.claim(platform.cluster)
     platform.patch(plan_sweep(scenario).configurations[0])
     ns = scenario.kubernetes.namespace
-    create_locust(platform.cluster, _spec(ns, run_id=store.run_dir.name, gateway=f"{ns}/envoy"), platform.changes)
+    create_locust(platform.cluster, locust_spec(ns, run_id=store.run_dir.name, gateway=f"{ns}/envoy"), platform.changes)
     print(store.run_dir, flush=True)
     time.sleep(600)
 """)
@@ -145,6 +116,7 @@ def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> Path:
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         text=True,
+        env=child_env(TESTS),  # it imports support.k8s
     )
     run_dir = Path(run.stdout.readline().strip())
     run.send_signal(signal.SIGKILL)  # no cleanup can run
@@ -172,21 +144,9 @@ def _assert_restored(admin, namespace: str) -> None:
     assert gone.value.status == 404
 
 
-def _gateway(admin, namespace: str) -> None:
-    """Envoy (a DaemonSet) and nginx (2 replicas). No controller runs here: their status says every
-    rollout is done, as the controllers would once the pods are up, so an undo's wait ends."""
-    create(admin, workload("DaemonSet", namespace, "envoy", {"envoy": ORIGINAL}))
-    create(admin, workload("Deployment", namespace, "nginx", {"nginx": {}}, replicas=2))
-    done = {"observedGeneration": 1000}
-    admin.apps.patch_namespaced_daemon_set_status("envoy", namespace, {"status": {**done, "desiredNumberScheduled": 0,
-        "currentNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}})  # fmt: skip
-    replicas = {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2, "readyReplicas": 2}
-    admin.apps.patch_namespaced_deployment_status("nginx", namespace, {"status": {**done, **replicas}})
-
-
 def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, tmp_path):
-    _gateway(admin, namespace)
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    gateway(admin, namespace)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
 
     result = run_sizer("restore", str(run_dir), "--no-wait")
@@ -203,8 +163,8 @@ def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, 
 
 def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apiserver, admin, namespace, tmp_path):
     """H3: the resumed attempt finds the gateway patched; it must not record that as the originals."""
-    _gateway(admin, namespace)
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    gateway(admin, namespace)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
     recorded = json.loads((run_dir / FILE_NAME).read_text())["originals"]
     assert recorded[0]["resources"] == {"envoy": ORIGINAL} and recorded[0]["args"] is None
@@ -212,7 +172,7 @@ def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apise
     # the resumed attempt waits for the killed attempt's Lease to expire and takes it over, accepts the
     # changes as its own, then fails on Prometheus (none here) and on its way out restores the originals
     result = run_sizer("sweep", "--resume", str(run_dir))
-    _one_line(result, "Prometheus")
+    one_line(result, "Prometheus")
     after = json.loads((run_dir / FILE_NAME).read_text())
     assert [o["resources"] for o in after["originals"]] == [o["resources"] for o in recorded]
     assert [o["args"] for o in after["originals"]] == [None, None]
@@ -221,12 +181,12 @@ def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apise
 
 
 def test_a_new_run_refuses_a_gateway_that_carries_a_killed_runs_changes(apiserver, admin, namespace, tmp_path):
-    _gateway(admin, namespace)
-    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    gateway(admin, namespace)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
     time.sleep(KILLED_LEASE_S + 0.5)  # once its Lease has expired, its annotation still protects the gateway
     result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "new"))
-    _one_line(
+    one_line(
         result,
         f"DaemonSet {namespace}/envoy still carries changes of run {run_dir.name} that were never restored",
         f"run `gateway-sizer restore {run_dir.name}` first",
@@ -261,15 +221,17 @@ def _fill(folder: Path) -> None:
 
 
 def test_undo_goes_on_past_a_full_disk_and_reports_every_failure_together(apiserver, admin, namespace, small_disk):
-    _gateway(admin, namespace)
-    scenario = load_scenario(str(_scenario(small_disk, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)))
+    gateway(admin, namespace)
+    scenario = load_scenario(
+        str(scenario_file(small_disk, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4))
+    )
     run_dir = small_disk / "run"
     run_dir.mkdir()
     platform = KubernetesPlatform(scenario, run_dir)
     platform.cluster = admin
     platform.claim(admin)
     platform.patch(plan_sweep(scenario).configurations[0])
-    create_locust(admin, _spec(namespace, run_id=run_dir.name, gateway=f"{namespace}/envoy"), platform.changes)
+    create_locust(admin, locust_spec(namespace, run_id=run_dir.name, gateway=f"{namespace}/envoy"), platform.changes)
     _fill(small_disk)  # from here no save of kubernetes-originals.json can succeed
     with pytest.raises(PlatformError) as incomplete:
         platform.stop()

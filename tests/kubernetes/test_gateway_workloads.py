@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from k8s_objects import create, workload
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.originals import ClusterChanges, Original, undo
 from runner.scenario import WorkloadRef
+from support.k8s import create, workload
 
 pytestmark = pytest.mark.kubernetes
 ORIGINAL = {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "256Mi"}}

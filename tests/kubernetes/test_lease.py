@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from k8s_objects import create, workload
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from sizer_testing import run_sizer
-from test_cli_kubernetes import ORIGINAL, _one_line, _scenario
-from test_locust_objects import _spec
 
 from runner.errors import PlatformError
 from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.lease import GatewayBusyError, GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import create_locust
 from runner.platforms.kubernetes.originals import ClusterChanges
+from support.k8s import ORIGINAL, create, locust_spec, scenario_file, workload
+from support.processes import one_line, run_sizer
+from support.wait import until
 
 pytestmark = pytest.mark.kubernetes
 
@@ -49,13 +47,19 @@ def test_a_second_sweep_on_a_gateway_is_refused_with_one_line_naming_the_holder(
     first.acquire()
     first.start_renewing()
     (tmp_path / "first").mkdir()
-    create_locust(admin, _spec(namespace, run_id="20261123-050000-first"), ClusterChanges(tmp_path / "first" / "x"))
+    create_locust(
+        admin, locust_spec(namespace, run_id="20261123-050000-first"), ClusterChanges(tmp_path / "first" / "x")
+    )
     try:
-        time.sleep(1.5)  # renewed meanwhile
+        until(lambda: first.renewals >= 2, 10, "two renewals of the first run's Lease")
         result = run_sizer(
-            "sweep", "--scenario", str(_scenario(tmp_path, namespace, apiserver.kubeconfig)), "--results", str(tmp_path)
+            "sweep",
+            "--scenario",
+            str(scenario_file(tmp_path, namespace, apiserver.kubeconfig)),
+            "--results",
+            str(tmp_path),
         )
-        line = _one_line(
+        line = one_line(
             result,
             f"DaemonSet {namespace}/envoy is in use by run 20261123-050000-first",
             f"Lease {namespace}/gateway-sizer.{namespace}.envoy",
@@ -120,14 +124,13 @@ def test_the_holder_renews_and_notices_when_another_run_takes_the_lease_over(adm
     holder.acquire()
     first = _read(admin, namespace).spec.renew_time
     holder.start_renewing()
-    time.sleep(1.2)
-    assert _read(admin, namespace).spec.renew_time > first
+    until(lambda: _read(admin, namespace).spec.renew_time > first, 10, "a renewTime later than the acquire's")
     holder.check()  # still ours
     lease = _read(admin, namespace)  # another run took it over (as it may once ours had expired)
     lease.spec.holder_identity = "other-run/host/2"
     lease.metadata.annotations["gateway-sizer/run"] = "other-run"
     client.CoordinationV1Api(admin.api).replace_namespaced_lease(lease.metadata.name, namespace, lease)
-    time.sleep(1.0)
+    until(lambda: holder.lost, 10, "the holder's next renewal finding the Lease taken over")
     with pytest.raises(PlatformError, match="was taken over by run other-run"):
         holder.check()
     holder.release()  # leaves the other run's Lease alone

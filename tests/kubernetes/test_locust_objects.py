@@ -6,41 +6,19 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from runner.errors import UsageError
-from runner.locust import LocustOptions
-from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes.connection import NotFoundError
-from runner.platforms.kubernetes.loadgen import ClusterLocust, LocustDeployment, LocustNames, create_locust
+from runner.platforms.kubernetes.loadgen import ClusterLocust, LocustNames, create_locust
 from runner.platforms.kubernetes.objects import GATEWAY_LABEL, RUN_LABEL, gateway_key
 from runner.platforms.kubernetes.originals import ClusterChanges, delete_created, undo
-from runner.platforms.kubernetes.workloads import resources_for
 from runner.scenario import parse_scenario
+from support.k8s import LOCUST_RUN, LOCUSTFILE, locust_spec
 
 pytestmark = pytest.mark.kubernetes
-LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
-RUN = "20261122-000000-test"
-
-
-def _spec(
-    namespace: str, workers: int = 3, run_id: str = RUN, gateway: str = "projectcontour/envoy"
-) -> LocustDeployment:
-    return LocustDeployment(
-        namespace=namespace,
-        image="localhost/locust:2.47.0",
-        pull_policy="Never",
-        user_class="LeanGatewayUser",
-        locustfile=LOCUSTFILE,
-        options=LocustOptions("external.nginx", "/index.html"),
-        gateway_url="http://envoy.projectcontour.svc.cluster.local",
-        workers=workers,
-        worker_resources=resources_for(1.0, 512 * 2**20),
-        run_id=run_id,
-        gateway=gateway_key(*gateway.split("/")),
-    )
 
 
 def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(admin, namespace, tmp_path):
     changes = ClusterChanges(tmp_path / "originals.json")
-    spec = _spec(namespace)
+    spec = locust_spec(namespace)
     names = spec.names
     create_locust(admin, spec, changes)
     assert [c["name"] for c in changes.created] == [names.configmap, names.master, names.master, names.worker]
@@ -58,7 +36,7 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     assert files["gateway.py"] == LOCUSTFILE.read_text()
 
     master = admin.apps.read_namespaced_deployment(names.master, namespace)
-    assert master.metadata.labels[RUN_LABEL] == RUN
+    assert master.metadata.labels[RUN_LABEL] == LOCUST_RUN
     assert master.metadata.labels[GATEWAY_LABEL] == gateway_key("projectcontour", "envoy")
     container = master.spec.template.spec.containers[0]
     assert container.args[:2] == [
@@ -94,8 +72,8 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
 def test_two_runs_get_objects_of_their_own(admin, namespace, tmp_path):
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
-    create_locust(admin, _spec(namespace, run_id="run-a"), ClusterChanges(tmp_path / "a" / "originals.json"))
-    create_locust(admin, _spec(namespace, run_id="run-b"), ClusterChanges(tmp_path / "b" / "originals.json"))
+    create_locust(admin, locust_spec(namespace, run_id="run-a"), ClusterChanges(tmp_path / "a" / "originals.json"))
+    create_locust(admin, locust_spec(namespace, run_id="run-b"), ClusterChanges(tmp_path / "b" / "originals.json"))
     names = {d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items}
     expected = {LocustNames(r).master for r in ("run-a", "run-b")} | {LocustNames(r).worker for r in ("run-a", "run-b")}
     assert names == expected
@@ -117,8 +95,8 @@ def _loadgen(namespace: str, tmp_path, run_id: str = "new-run", gateway: str = "
 
 def test_leftovers_of_a_killed_run_on_the_same_gateway_are_found_by_labels_and_removed(admin, namespace, tmp_path):
     (tmp_path / "old").mkdir()
-    create_locust(admin, _spec(namespace, run_id="old-run"), ClusterChanges(tmp_path / "old" / "originals.json"))
-    elsewhere = _spec(namespace, run_id="other-gateway-run", gateway="other/envoy")
+    create_locust(admin, locust_spec(namespace, run_id="old-run"), ClusterChanges(tmp_path / "old" / "originals.json"))
+    elsewhere = locust_spec(namespace, run_id="other-gateway-run", gateway="other/envoy")
     create_locust(admin, elsewhere, ClusterChanges(tmp_path / "old" / "other.json"))
     deleted = _loadgen(namespace, tmp_path).remove_leftovers(admin)
     old = LocustNames("old-run")
@@ -136,7 +114,7 @@ def test_leftovers_of_a_killed_run_on_the_same_gateway_are_found_by_labels_and_r
 
 
 def test_an_object_with_the_run_name_made_by_someone_else_is_left_alone(admin, namespace, tmp_path):
-    spec = _spec(namespace)
+    spec = locust_spec(namespace)
     admin.core.create_namespaced_config_map(namespace, {"metadata": {"name": spec.names.configmap}, "data": {"a": "b"}})
     changes = ClusterChanges(tmp_path / "originals.json")
     with pytest.raises(UsageError, match=f"ConfigMap {namespace}/{spec.names.configmap} exists and was not made by"):
@@ -157,7 +135,7 @@ def test_locust_pods_pass_pod_security_restricted(admin, namespace):
     admin.core.patch_namespace(
         namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
     )
-    spec = _spec(namespace)
+    spec = locust_spec(namespace)
     for deployment in (spec.master(), spec.worker()):
         template = deployment["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "psa-"}, "spec": template["spec"]}

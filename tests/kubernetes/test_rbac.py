@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from k8s_objects import create, kubeconfig_for_token, service_account_token, workload
 from kubernetes import client, utils
-from test_locust_objects import _spec
 
 from runner import environment
 from runner.errors import UsageError
@@ -21,6 +19,7 @@ from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.kubernetes.tls import GatewayTls, object_name
 from runner.scenario import WorkloadRef, parse_scenario
+from support.k8s import create, kubeconfig_for_token, locust_spec, service_account_token, workload
 
 pytestmark = pytest.mark.kubernetes
 RBAC = PROJECT_ROOT / "k8s" / "manifests" / "rbac"
@@ -124,7 +123,7 @@ def test_describe_records_nodes_it_may_not_read_instead_of_failing(runner_accoun
 
 def test_the_runner_account_creates_and_deletes_the_locust_objects(runner_account, tmp_path):
     changes = ClusterChanges(tmp_path / "originals.json")
-    spec: LocustDeployment = _spec("gateway-loadtest", workers=2)
+    spec: LocustDeployment = locust_spec("gateway-loadtest", workers=2)
     create_locust(runner_account, spec, changes)
     undo(runner_account, changes, timeout_s=1, wait=False)
     assert changes.created == []

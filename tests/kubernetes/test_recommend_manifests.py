@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_objects import create, workload
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
-from sizer_testing import run_sizer
 
 from runner.paths import PROJECT_ROOT
 from runner.report.manifests import FIELD_MANAGER
 from runner.results import load_summary
+from support.k8s import create, workload
+from support.processes import run_sizer
 
 pytestmark = pytest.mark.kubernetes
 RUN = PROJECT_ROOT / "tests" / "report" / "data" / "local-150m-300m"  # 4 x 300m for 5,000 RPS, N+1 = 5, HPA 69%

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_tls_objects import TESTBED_SERVICES, _gone, _proxy, _scenario_data, _set_status, _testbed_proxy
 
 from runner.errors import PlatformError
 from runner.locust import ProbeResult
@@ -27,6 +26,14 @@ from runner.platforms.kubernetes.objects import (
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.routes import COMPONENT, GatewayRoutes, route_fqdn, route_name
 from runner.scenario import parse_scenario
+from support.k8s import (
+    TESTBED_SERVICES,
+    create_testbed_proxy,
+    gone,
+    profiles_scenario_data,
+    read_proxy,
+    set_proxy_status,
+)
 
 pytestmark = pytest.mark.kubernetes
 RUN = "20261124-230000-routes"
@@ -56,14 +63,14 @@ class FakeProbe:
         if self.statuses:
             for name, proxy in _route_proxies(self.admin, self.namespace).items():
                 if (proxy.get("status") or {}).get("currentStatus") != "valid":
-                    _set_status(self.admin, self.namespace, name, {"currentStatus": "valid"})
+                    set_proxy_status(self.admin, self.namespace, name, {"currentStatus": "valid"})
         if self.hosts[-1] in self.never:
             return ProbeResult("timeout", 100.0, None, 3, 404, None)
         return ProbeResult("done", 100.0, 100.0 + self.seconds, self.polls, 200, None)
 
 
 def _routes(namespace: str, tmp_path: Path, run_id: str = RUN, probes: int = 2) -> tuple[GatewayRoutes, ClusterChanges]:
-    data = _scenario_data(namespace, ["plain"])
+    data = profiles_scenario_data(namespace, ["plain"])
     data["memory"] = {"routes": [0, 5], "route_probes": probes}
     (tmp_path / run_id).mkdir(exist_ok=True)
     changes = ClusterChanges(tmp_path / run_id / "originals.json")
@@ -78,7 +85,7 @@ def _route_proxies(admin, namespace: str) -> dict[str, dict]:
 
 
 def test_a_route_point_makes_n_root_proxies_routing_like_the_test_bed_the_last_ones_timed(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     routes, changes = _routes(namespace, tmp_path, probes=2)
     probe = FakeProbe(admin, namespace, seconds=0.25)
     timing = routes.ensure(admin, 5, probe, URL)
@@ -104,7 +111,7 @@ def test_a_route_point_makes_n_root_proxies_routing_like_the_test_bed_the_last_o
 
 
 def test_a_point_with_fewer_routes_deletes_the_surplus_and_one_with_as_many_creates_none(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     routes, changes = _routes(namespace, tmp_path, probes=0)
     routes.ensure(admin, 5, FakeProbe(admin, namespace), URL)
     assert routes.ensure(admin, 5, FakeProbe(admin, namespace), URL) is None
@@ -117,19 +124,19 @@ def test_a_point_with_fewer_routes_deletes_the_surplus_and_one_with_as_many_crea
 
 
 def test_a_route_envoy_never_serves_fails_naming_it_and_undo_removes_every_route(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     routes, changes = _routes(namespace, tmp_path, probes=1)
     with pytest.raises(PlatformError, match=r"did not serve route route-2\.external\.nginx .*last: HTTP 404"):
         routes.ensure(admin, 3, FakeProbe(admin, namespace, never={"route-2.external.nginx"}), URL)
     assert len(_route_proxies(admin, namespace)) == 3
     lines = undo(admin, changes, timeout_s=30)
     assert len(lines) == 3 and not _route_proxies(admin, namespace)
-    assert all(_gone(_proxy, admin, namespace, route_name(RUN, i)) for i in range(3))
+    assert all(gone(read_proxy, admin, namespace, route_name(RUN, i)) for i in range(3))
     assert not changes.created
 
 
 def test_a_new_run_removes_a_killed_runs_route_proxies_first(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     killed, _ = _routes(namespace, tmp_path, run_id="20261124-220000-killed", probes=0)
     killed.ensure(admin, 3, FakeProbe(admin, namespace), URL)
     routes, changes = _routes(namespace, tmp_path, probes=0)
@@ -139,7 +146,7 @@ def test_a_new_run_removes_a_killed_runs_route_proxies_first(admin, namespace, t
 
 
 def test_a_route_served_on_the_probes_first_poll_is_refused_as_a_catch_all_not_timed(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     routes, _ = _routes(namespace, tmp_path, probes=1)
     with pytest.raises(PlatformError, match=r"route route-0\.external\.nginx answered 2xx on the probe's first poll"):
         routes.ensure(admin, 1, FakeProbe(admin, namespace, polls=1), URL)
@@ -148,7 +155,7 @@ def test_a_route_served_on_the_probes_first_poll_is_refused_as_a_catch_all_not_t
 def test_the_timed_routes_wait_until_contour_has_written_the_bulks_statuses(admin, namespace, tmp_path, monkeypatch):
     monkeypatch.setattr("runner.platforms.kubernetes.routes.STATUS_TIMEOUT_S", 3.0)
     monkeypatch.setattr("runner.platforms.kubernetes.routes.STATUS_POLL_S", 0.5)
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     routes, _ = _routes(namespace, tmp_path, probes=1)
     probe = FakeProbe(admin, namespace, statuses=False)
     with pytest.raises(

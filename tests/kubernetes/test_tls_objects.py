@@ -12,17 +12,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from cryptography import x509
 from kubernetes import client
-from kubernetes.client.rest import ApiException
-from sizer_testing import PROJECT_ROOT, run_sizer
-from test_cli_kubernetes import _gateway
 
 from runner.errors import PlatformError, UsageError
+from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.objects import (
     GATEWAY_LABEL,
@@ -36,46 +33,23 @@ from runner.platforms.kubernetes.objects import (
 from runner.platforms.kubernetes.originals import ClusterChanges, NotOursError, delete_created, undo
 from runner.platforms.kubernetes.tls import GatewayTls, object_name
 from runner.scenario import Scenario, parse_scenario
+from support.k8s import (
+    TESTBED_SERVICES,
+    create_testbed_proxy,
+    gateway,
+    gone,
+    profiles_scenario_data,
+    read_proxy,
+    set_proxy_status,
+)
+from support.processes import run_sizer
 
 pytestmark = pytest.mark.kubernetes
 RUN = "20261124-120000-tls"
-TESTBED_SERVICES = [{"name": "nginx", "port": 80}]
-
-
-def _scenario_data(namespace: str, profiles: list[str], host: str = "external.nginx") -> dict[str, Any]:
-    return {
-        "name": "t",
-        "platform": "kubernetes",
-        "envoy": {"cpu": [1], "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"}},
-        "backend": {"workload": {"namespace": namespace, "name": "nginx", "container": "nginx"}},
-        "load": {"host_header": host},
-        "profiles": profiles,
-        "kubernetes": {"namespace": namespace},
-    }
 
 
 def _scenario(namespace: str, profiles: list[str], host: str = "external.nginx") -> Scenario:
-    return parse_scenario(_scenario_data(namespace, profiles, host))
-
-
-def _testbed_proxy(admin: Cluster, namespace: str) -> None:
-    """The test bed's HTTPProxy, as k8s/manifests/backend makes it."""
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HTTPProxy", "metadata": {"name": "nginx"},
-            "spec": {"virtualhost": {"fqdn": "external.nginx"},
-                     "routes": [{"conditions": [{"prefix": "/"}], "services": TESTBED_SERVICES}]}}  # fmt: skip
-    admin.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
-
-
-def _proxy(admin: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    return admin.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-
-
-def _gone(read, *args: object) -> bool:
-    try:
-        read(*args)
-    except ApiException as error:
-        return error.status == 404
-    return False
+    return parse_scenario(profiles_scenario_data(namespace, profiles, host))
 
 
 def _tls(namespace: str, tmp_path: Path, run_id: str = RUN, profiles: tuple[str, ...] = ("plain", "tls", "tls-ecdsa")):
@@ -87,7 +61,7 @@ def _tls(namespace: str, tmp_path: Path, run_id: str = RUN, profiles: tuple[str,
 def test_each_key_type_gets_a_tls_secret_and_a_root_proxy_of_its_own_routing_like_the_test_bed(
     admin, namespace, tmp_path
 ):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     tls, changes = _tls(namespace, tmp_path, profiles=("plain", "tls", "tls-new-connection", "tls-ecdsa"))
     tls.create(admin)
     labels = {"app.kubernetes.io/name": "gateway-sizer-tls", RUN_LABEL: RUN,
@@ -100,7 +74,7 @@ def test_each_key_type_gets_a_tls_secret_and_a_root_proxy_of_its_own_routing_lik
         san = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert san.get_values_for_type(x509.DNSName) == [fqdn]
         assert b"PRIVATE KEY" in base64.b64decode(secret.data["tls.key"])
-        proxy = _proxy(admin, namespace, name)
+        proxy = read_proxy(admin, namespace, name)
         assert proxy["metadata"]["labels"] == labels
         assert proxy["spec"] == {
             "virtualhost": {"fqdn": fqdn, "tls": {"secretName": name}},
@@ -141,7 +115,7 @@ class _Spying(Cluster):
 
 
 def test_each_object_is_recorded_in_the_run_directory_before_it_is_created(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     tls, changes = _tls(namespace, tmp_path, profiles=("tls",))
     spying = _Spying(admin.api, client.CoreV1Api(admin.api), admin.apps, admin.host)
     spying.seen, spying.changes_path = [], changes.path
@@ -157,7 +131,7 @@ def test_each_object_is_recorded_in_the_run_directory_before_it_is_created(admin
 
 
 def test_undo_deletes_the_proxies_and_secrets_and_leaves_a_secret_someone_else_made_since(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     tls, changes = _tls(namespace, tmp_path)
     tls.create(admin)
     rsa, ecdsa = object_name(RUN, "rsa-2048"), object_name(RUN, "ecdsa-p256")
@@ -173,39 +147,35 @@ def test_undo_deletes_the_proxies_and_secrets_and_leaves_a_secret_someone_else_m
     ]
     assert changes.created == []
     for name in (rsa, ecdsa):
-        assert _gone(_proxy, admin, namespace, name)
-    assert _gone(admin.core.read_namespaced_secret, rsa, namespace)
+        assert gone(read_proxy, admin, namespace, name)
+    assert gone(admin.core.read_namespaced_secret, rsa, namespace)
     assert admin.core.read_namespaced_secret(ecdsa, namespace).data == {"a": base64.b64encode(b"b").decode()}
-    assert _proxy(admin, namespace, "nginx")["spec"]["virtualhost"]["fqdn"] == "external.nginx"  # the test bed's
+    assert read_proxy(admin, namespace, "nginx")["spec"]["virtualhost"]["fqdn"] == "external.nginx"  # the test bed's
 
 
 def test_a_proxy_without_gateway_sizers_labels_is_never_deleted(admin, namespace):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     with pytest.raises(NotOursError, match="lacks gateway-sizer's managed-by labels"):
         delete_created(admin, {"kind": "HTTPProxy", "namespace": namespace, "name": "nginx"})
-    assert _proxy(admin, namespace, "nginx")
+    assert read_proxy(admin, namespace, "nginx")
 
 
 def test_a_new_run_removes_a_killed_runs_tls_objects_before_it_claims_the_fqdn(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     killed, _ = _tls(namespace, tmp_path, run_id="killed-run", profiles=("tls",))
     killed.create(admin)
     old = object_name("killed-run", "rsa-2048")
     tls, changes = _tls(namespace, tmp_path, profiles=("tls",))
     tls.create(admin)
-    assert _gone(_proxy, admin, namespace, old) and _gone(admin.core.read_namespaced_secret, old, namespace)
+    assert gone(read_proxy, admin, namespace, old) and gone(admin.core.read_namespaced_secret, old, namespace)
     fqdns = [p["spec"]["virtualhost"]["fqdn"] for p in
              admin.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]]  # fmt: skip
     assert sorted(fqdns) == ["external.nginx", "tls.external.nginx"]
     assert [c["name"] for c in changes.created] == [object_name(RUN, "rsa-2048")] * 2
 
 
-def _set_status(admin: Cluster, namespace: str, name: str, status: dict[str, Any]) -> None:
-    admin.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, {"status": status})
-
-
 def test_the_run_waits_until_contour_marks_the_proxies_valid_status_set_by_hand(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     tls, _ = _tls(namespace, tmp_path, profiles=("tls",))
     tls.create(admin)
     name = object_name(RUN, "rsa-2048")
@@ -214,18 +184,18 @@ def test_the_run_waits_until_contour_marks_the_proxies_valid_status_set_by_hand(
                  "2026-11-24T12:00:00Z", "message": "At least one error present, see Errors for details",
                  "errors": [error]}  # fmt: skip
     invalid = {"currentStatus": "invalid", "description": condition["message"], "conditions": [condition]}
-    _set_status(admin, namespace, name, invalid)
+    set_proxy_status(admin, namespace, name, invalid)
     with pytest.raises(PlatformError) as waited:
         tls.wait_valid(admin, timeout_s=2)
     assert f"Contour has not marked HTTPProxy {namespace}/{name} valid in 2 s (invalid: Secret not found)" in str(
         waited.value
     )
-    _set_status(admin, namespace, name, {"currentStatus": "valid", "description": "Valid HTTPProxy"})
+    set_proxy_status(admin, namespace, name, {"currentStatus": "valid", "description": "Valid HTTPProxy"})
     tls.wait_valid(admin, timeout_s=2)
 
 
 def test_tls_profiles_without_a_test_bed_proxy_for_the_host_are_one_line(admin, namespace, tmp_path):
-    _testbed_proxy(admin, namespace)
+    create_testbed_proxy(admin, namespace)
     changes = ClusterChanges(tmp_path / "originals.json")
     tls = GatewayTls(_scenario(namespace, ["tls"], host="other.example"), RUN, changes)
     with pytest.raises(UsageError) as refused:
@@ -259,9 +229,9 @@ KILLED_AFTER_TLS = textwrap.dedent("""
 
 
 def test_restore_removes_the_tls_objects_of_a_run_killed_hard(apiserver, admin, namespace, tmp_path):
-    _gateway(admin, namespace)
-    _testbed_proxy(admin, namespace)
-    data = _scenario_data(namespace, ["plain", "tls", "tls-ecdsa"])
+    gateway(admin, namespace)
+    create_testbed_proxy(admin, namespace)
+    data = profiles_scenario_data(namespace, ["plain", "tls", "tls-ecdsa"])
     data["kubernetes"]["kubeconfig"] = str(apiserver.kubeconfig)
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data))
@@ -272,12 +242,12 @@ def test_restore_removes_the_tls_objects_of_a_run_killed_hard(apiserver, admin, 
     run.wait()
     names = [object_name(run_dir.name, key) for key in ("rsa-2048", "ecdsa-p256")]
     for name in names:
-        assert _proxy(admin, namespace, name) and admin.core.read_namespaced_secret(name, namespace)
+        assert read_proxy(admin, namespace, name) and admin.core.read_namespaced_secret(name, namespace)
 
     result = run_sizer("restore", str(run_dir), "--no-wait")
     assert result.returncode == 0, result.stderr
     for name in names:
         assert f"deleted HTTPProxy {namespace}/{name}" in result.stdout
         assert f"deleted Secret {namespace}/{name}" in result.stdout
-        assert _gone(_proxy, admin, namespace, name) and _gone(admin.core.read_namespaced_secret, name, namespace)
+        assert gone(read_proxy, admin, namespace, name) and gone(admin.core.read_namespaced_secret, name, namespace)
     assert run_sizer("restore", str(run_dir)).stdout.startswith("nothing to restore")

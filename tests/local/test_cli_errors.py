@@ -10,42 +10,34 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sizer_testing import PROJECT_ROOT, run_sizer
 
+from runner.paths import PROJECT_ROOT
 from runner.scenario import SWEEP_OPTIONS
+from support.processes import one_line, run_sizer
 
 pytestmark = pytest.mark.parallel_safe  # one-line errors and exit codes
 
 
-def _one_clear_line(result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def test_envoy_cpus_abc(tmp_path: Path):
     result = run_sizer("sweep", "--envoy-cpus", "abc", "--results", str(tmp_path))
-    _one_clear_line(result, "ENVOY_CPUS='abc'", "1..6")
+    one_line(result, "ENVOY_CPUS='abc'", "1..6")
     assert not list(tmp_path.iterdir()), "a rejected sweep must not create a run directory"
 
 
 def test_unknown_scenario_key(tmp_path: Path):
     scenario = tmp_path / "typo.yaml"
     scenario.write_text("name: typo\nenvoy:\n  cpu: [0.1]\nload:\n  worker: 2\n")
-    _one_clear_line(run_sizer("sweep", "--scenario", str(scenario)), "load.worker: unknown field", "workers")
+    one_line(run_sizer("sweep", "--scenario", str(scenario)), "load.worker: unknown field", "workers")
 
 
 def test_missing_locustfile(tmp_path: Path):
     scenario = tmp_path / "nofile.yaml"
     scenario.write_text("name: nofile\nenvoy:\n  cpu: [0.1]\nload:\n  locustfile: locustfiles/none.py\n")
-    _one_clear_line(run_sizer("plan", "--scenario", str(scenario)), "locustfiles/none.py", "does not exist")
+    one_line(run_sizer("plan", "--scenario", str(scenario)), "locustfiles/none.py", "does not exist")
 
 
 def test_unknown_platform():
-    _one_clear_line(run_sizer("plan", "--platform", "mars"), "platform", "local")
+    one_line(run_sizer("plan", "--platform", "mars"), "platform", "local")
 
 
 @pytest.mark.slow
@@ -58,7 +50,7 @@ def test_port_in_use_names_the_port_and_how_to_free_it(tmp_path: Path):
             pytest.fail("port 8089 is taken by something else (a test bed? `gateway-sizer testbed down`): free it")
         holder.listen()
         result = run_sizer("sweep", "--envoy-cpus", "0.1", "--results", str(tmp_path))
-    _one_clear_line(result, "port 8089", "testbed down")
+    one_line(result, "port 8089", "testbed down")
 
 
 # Make variables reach the CLI through the environment: no value can run as shell or make code.

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
+from runner.paths import PROJECT_ROOT
 from runner.platforms.local.cgroups import ROOT_NAME, detect_driver
+from support.processes import SIZER, alive, cgroup_tree, run_sizer
 
 pytestmark = pytest.mark.parallel_safe  # statuses, reasons and leftovers, at rates far below every knee
 LEVELS = [150, 250, 350]  # three short windows per configuration (about 6 s each), below the knee

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, SIZER, run_sizer
 
-from runner.paths import state_dir
+from runner.paths import PROJECT_ROOT, state_dir
+from support.processes import SIZER, run_sizer
 
 pytestmark = pytest.mark.slow
 ONE_ROUND = {"step_seconds": 4, "warmup_seconds": 2, "settle_seconds": 2, "max_steps": 6, "rounds": 1}

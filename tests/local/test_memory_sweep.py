@@ -11,30 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
-CONNECTIONS = [0, 500, 1000, 2000]
-ROUTES = [0, 1000]
-
-
-def memory_scenario(tmp_path: Path, **memory: object) -> Path:
-    """The default local scenario, memory model only, small and short."""
-    scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario.update(name="memory-test")
-    scenario["envoy"].update(cpu=[0.5], memory="512Mi")
-    scenario["memory"] = {
-        "only": True,
-        "connections": CONNECTIONS,
-        "routes": ROUTES,
-        "rps": 20,
-        "hold_seconds": 6,
-        "settle_seconds": 3,
-        "refresh_seconds": 20,
-        **memory,
-    }
-    path = tmp_path / "memory-test.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    return path
+from runner.paths import PROJECT_ROOT
+from support.processes import SIZER, alive, cgroup_tree, run_sizer
+from support.scenarios import CONNECTIONS, ROUTES, memory_scenario
 
 
 def _summary(results: Path) -> dict:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, run_sizer
+
+from runner.paths import PROJECT_ROOT
+from support.processes import run_sizer
 
 LEVELS = [200, 400]
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from sizer_testing import run_sizer
-from test_memory_sweep import memory_scenario
 
 from runner.errors import PlatformError
 from runner.locust import HeldConnections, LocustMaster, LocustOptions
@@ -20,6 +18,8 @@ from runner.paths import PROJECT_ROOT
 from runner.platforms.local.envoy import Overload
 from runner.platforms.local.testbed import LocalTestbed, LocustSetup
 from runner.quantities import parse_memory
+from support.processes import run_sizer
+from support.scenarios import memory_scenario
 
 HOST = "external.nginx"
 SIZED_FOR = 1000  # connections recommend sizes the limit for

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, run_sizer
 
+from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
+from support.processes import run_sizer
 
 PROFILES = ["tls", "tls-new-connection", "body-16k"]
 # Far below every knee at 300m (tls-new-connection's was ~220 RPS at 300m on 2026-11-24: 362 at 500m), so each

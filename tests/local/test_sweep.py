@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sizer_testing import PROJECT_ROOT, SIZER, alive, cgroup_tree, run_sizer
 
 from runner.figures import control_drift, knee_ratio
 from runner.model import ConfigResult
+from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
+from support.knees import assert_windows_bracket_the_knee
+from support.processes import SIZER, alive, cgroup_tree, run_sizer
 
 # A fixed schedule for the signal tests: one round, one window per level (about 6 s each), so a signal sent after a
 # configuration's first window lands while it still has LEVELS - 1 windows to go, whatever the machine's speed.
@@ -52,9 +54,7 @@ def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_
         assert config.status == "saturated", (config.reason, config.search)
         knee = config.knee
         assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
-        rates = [(s.rps, s.cpu_utilization_mean) for s in config.steps]
-        # measured, not assumed: windows below the threshold at lower rates and at it at higher ones
-        assert any(r < knee.rps and u < 0.9 for r, u in rates) and any(r > knee.rps and u >= 0.9 for r, u in rates)
+        assert_windows_bracket_the_knee(config)  # measured, not assumed
         assert {s.round for s in config.steps} == {1, 2, 3}
         assert all(s.cpu_utilization_max <= 1.03 for s in config.steps)  # the quota held
         for step in config.steps:

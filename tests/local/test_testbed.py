@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -13,8 +14,12 @@ from runner.metrics import Metrics
 from runner.paths import PROJECT_ROOT
 from runner.platforms.local.envoy import CLUSTER_NAME
 from runner.platforms.local.testbed import SELECTORS, LocustSetup
+from support.wait import until
 
 LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
+WINDOW_S = 4  # the load's window read back from Prometheus
+MIN_SAMPLES = 3  # of each CPU counter in it (scraped every second)
+LATER_S = 2.5  # after the moment a second's counts are complete: more than two worker report intervals
 
 
 def _exported(testbed) -> dict[tuple[str, str], dict[str, float]]:
@@ -89,24 +94,32 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     options = LocustOptions("external.nginx", "/", user_rps=20)
     locust = testbed.start_locust(LocustSetup(LOCUSTFILE, "FastGatewayUser", options, workers=2))
     locust.swarm(10, 100, testbed.gateway_url, options)
-    time.sleep(8)
-    stats = locust.stats()
-    assert stats["worker_count"] == 2 and stats["user_count"] == 10
-    snapshot = locust.snapshot()
-    recent = [n for second, n in snapshot.requests_per_second.items() if second >= int(time.time()) - 5]
-    assert sum(recent) > 0
+    until(locust.stats, 30, "Locust's 2 workers running the 10 users",
+          ready=lambda stats: stats["worker_count"] == 2 and stats["user_count"] == 10)  # fmt: skip
+    start = math.ceil(time.time())  # a window with the whole load on
+    end = start + WINDOW_S
     metrics = Metrics(testbed.prometheus_url)
-    end = time.time()
-    assert 100 < metrics.envoy_rps(SELECTORS.envoy, end - 4, end) < 300  # 10 users x 20 RPS
-    assert metrics.cpu_cores(SELECTORS.envoy, end - 4, end).mean > 0
-    assert metrics.cpu_cores(SELECTORS.generator, end - 4, end).mean > 0
+
+    def scraped() -> bool:
+        """Prometheus holds the window: Envoy's and Locust's CPU counters and Envoy's requests, sampled in it."""
+        return (time.time() > end and metrics.cpu_samples(SELECTORS.envoy, start, end) >= MIN_SAMPLES
+                and metrics.cpu_samples(SELECTORS.generator, start, end) >= MIN_SAMPLES
+                and not math.isnan(metrics.envoy_rps(SELECTORS.envoy, start, end)))  # fmt: skip
+
+    until(scraped, 30, f"Prometheus to hold the {WINDOW_S} s window from {start} of both sides' samples")
+    snapshot = locust.snapshot()
+    assert sum(n for second, n in snapshot.requests_per_second.items() if start <= second < end) > 0
+    assert 100 < metrics.envoy_rps(SELECTORS.envoy, start, end) < 300  # 10 users x 20 RPS
+    assert metrics.cpu_cores(SELECTORS.envoy, start, end).mean > 0
+    assert metrics.cpu_cores(SELECTORS.generator, start, end).mean > 0
     # a second's counts are all on the master REPORT_LAG_S after it ends (what a window waits for): every
-    # worker has reported since; with Locust's own 3 s report interval they would still grow after that
+    # worker has reported since; with Locust's own 3 s report interval they would still grow after that.
+    # These sleeps are the claim itself, not a wait for an event: look at exactly that moment, and again later.
     for _ in range(3):
         second = int(time.time())
         time.sleep(second + 1 + REPORT_LAG_S - time.time())
         early = locust.snapshot().requests_per_second.get(second, 0)
-        time.sleep(2.5)
+        time.sleep(LATER_S)
         late = locust.snapshot().requests_per_second.get(second, 0)
         assert early == late > 0, (second, early, late)
     locust.stop()

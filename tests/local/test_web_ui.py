@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from headless_chromium import Chromium
-from sizer_testing import PROJECT_ROOT, SIZER
 
-from runner.paths import state_dir
+from runner.paths import PROJECT_ROOT, state_dir
+from support.chromium import Chromium
+from support.processes import SIZER
 
 LEVELS = [150, 250, 350, 450, 550, 650]
 OPEN_TAB = """(name => {

@@ -11,8 +11,7 @@ import pytest
 from runner.certificates import write_certificate
 from runner.platforms.local import binaries, nginx
 from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
-
-from .helpers import (
+from support.lean_client import (
     BODY_BYTES,
     CONNECTION_LOG_FORMAT,
     START_TIMEOUT_S,
@@ -20,8 +19,8 @@ from .helpers import (
     Reply,
     ScriptedServer,
     listening,
-    running,
 )
+from support.processes import alive
 
 
 @pytest.fixture
@@ -56,7 +55,7 @@ def nginx_factory(tmp_path: Path) -> Iterator[Callable[..., NginxBackend]]:
     yield make
     pids = [p.pid for p in supervisor.processes]
     supervisor.stop_all()
-    assert not running(pids), f"nginx left running: {running(pids)}"
+    assert not alive(pids), f"nginx left running: {alive(pids)}"
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from runner.locust import READY_PATH, LoadTarget, LocustMaster, LocustOptions, m
 from runner.paths import LOCUSTFILE_DIR
 from runner.platforms.kubernetes.gateway_check import check_body, fetch, wait_served
 from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
-
-from .helpers import BODY_BYTES, START_TIMEOUT_S, running
+from support.lean_client import BODY_BYTES, START_TIMEOUT_S
+from support.processes import alive
 
 pytestmark = pytest.mark.slow
 ENCODING = "gzip, deflate, br"  # what the load sends
@@ -38,7 +38,7 @@ def master(tls_gateway: Any, tmp_path: Path) -> Iterator[LocustMaster]:
     wait_until(http_ok(url + READY_PATH), what="Locust master", timeout_s=START_TIMEOUT_S, process=process)
     yield LocustMaster(url)
     supervisor.stop_all()
-    assert not running([process.pid])
+    assert not alive([process.pid])
 
 
 def test_a_body_profile_is_checked_for_its_size_through_envoy_plain_and_tls(tls_gateway, master):

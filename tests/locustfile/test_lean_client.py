@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, Reply, ok, run_driver
+from runner.paths import PROJECT_ROOT
+from support.lean_client import Reply, ok, run_driver
+from support.project import LOCUSTFILES, child_env
 
 PAGE_BYTES = 615  # runner.platforms.local.nginx.PAGE, served at /
 CHUNKED_LOCATIONS = """
@@ -235,6 +237,6 @@ def test_every_tls_connection_of_a_process_shares_one_context_and_no_ca_store_un
         "print(lax is tls_context(verify=False), strict is tls_context(verify=True),"
         " lax.cert_store_stats()['x509_ca'], strict.cert_store_stats()['x509_ca'] > 0)"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO / "locustfiles", capture_output=True, text=True,
-                          timeout=60, check=True)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=child_env(LOCUSTFILES),
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
     assert done.stdout.split() == ["True", "True", "0", "True"], done.stderr

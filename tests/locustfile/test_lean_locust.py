@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.certificates import write_certificate
-
-from .helpers import BODY_BYTES, envoy_stats, run_driver, run_locust
+from support.lean_client import BODY_BYTES, envoy_stats, run_driver, run_locust
 
 USERS = 4
 PAGE_BYTES = 615

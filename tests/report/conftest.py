@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from simulated_rounds import simulate
+
+from support.rounds import simulate
 
 
 @pytest.fixture(scope="session")

@@ -6,20 +6,21 @@ import json
 from pathlib import Path
 
 import pytest
-from report_data import DATA, THREE_LIMITS_RUN, change_step, fixture_summary, make_step
 
 from runner.model import Capacity, Finding, Knee, RunSummary, Step
 from runner.report import read_scenario
 from runner.report.model import build_report
 from runner.report.rows import step_analysis
 from runner.results import load_summary
+from support.report_data import DATA, THREE_LIMITS_RUN, change_step, fixture_summary
+from support.steps import make_step
 
 PROFILES_RUN = DATA / "local-profiles"
 
 
 def _step(mean: float, p95: float | None = 2.0, users: int = 10, fail_ratio: float = 0.0, failures: int = 0) -> Step:
     return make_step(
-        users=users, rps=users * 100.0, cpu_utilization_mean=mean, p95_ms=p95, fail_ratio=fail_ratio, failures=failures
+        users=users, rps=users * 100.0, utilization=mean, p95_ms=p95, fail_ratio=fail_ratio, failures=failures
     )
 
 

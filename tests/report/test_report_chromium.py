@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from headless_chromium import Chromium
 from PIL import Image
-from report_data import copy_run
-from sizer_testing import run_sizer
+
+from support.chromium import Chromium
+from support.processes import run_sizer
+from support.report_data import copy_run
 
 SCREENSHOT_COPIES = Path("/tmp/gateway-sizer-report")
 WIDTH, HEIGHT = 1280, 900

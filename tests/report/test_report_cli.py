@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report_data import THREE_LIMITS_RUN, copy_run, fixture_summary
-from sizer_testing import run_sizer
-
 from runner.commands.report import report_after_sweep
-
-
-def _one_clear_line(result, *fragments: str) -> None:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from support.processes import one_line, run_sizer
+from support.report_data import THREE_LIMITS_RUN, copy_run, fixture_summary
 
 
 def test_report_writes_markdown_html_and_plots_into_the_run(tmp_path: Path):
@@ -35,7 +26,7 @@ def test_report_writes_markdown_html_and_plots_into_the_run(tmp_path: Path):
 
 
 def test_report_on_a_folder_that_is_not_a_run(tmp_path: Path):
-    _one_clear_line(run_sizer("report", str(tmp_path)), "no run found", "make sweep")
+    one_line(run_sizer("report", str(tmp_path)), "no run found", "make sweep")
 
 
 def test_recommend_prints_first_the_figure_it_sizes_from_then_cores_and_memory(tmp_path: Path):
@@ -66,9 +57,9 @@ def test_recommend_headroom_changes_the_answer(tmp_path: Path):
 
 def test_recommend_rejects_nonsense_in_one_line(tmp_path: Path):
     run = str(copy_run(tmp_path))
-    _one_clear_line(run_sizer("recommend", "--target-rps", "-100", "--run", run), "positive", "--target-rps 5000")
-    _one_clear_line(run_sizer("recommend", "--target-rps", "lots", "--run", run), "must be a number, got 'lots'")
-    _one_clear_line(run_sizer("recommend", "--target-rps", "100", "--headroom", "-1", "--run", run), "--headroom")
+    one_line(run_sizer("recommend", "--target-rps", "-100", "--run", run), "positive", "--target-rps 5000")
+    one_line(run_sizer("recommend", "--target-rps", "lots", "--run", run), "must be a number, got 'lots'")
+    one_line(run_sizer("recommend", "--target-rps", "100", "--headroom", "-1", "--run", run), "--headroom")
 
 
 def test_recommend_needs_a_valid_knee(tmp_path: Path):
@@ -79,7 +70,7 @@ def test_recommend_needs_a_valid_knee(tmp_path: Path):
     assert result.stdout.startswith("sized from 3,495 RPS per core at the knee of Envoy 150m CPU")
     assert "one CPU limit measured, so how the rate per core changes with the limit is not known" in result.stdout
     one.configs[0].status = "failed"
-    _one_clear_line(
+    one_line(
         run_sizer("recommend", "--target-rps", "1000", "--run", str(copy_run(tmp_path, one, "none"))),
         "has no valid knee",
         "generator at 97% CPU",
@@ -98,9 +89,9 @@ def test_compare_exits_non_zero_on_a_regression_only(tmp_path: Path):
     assert result.returncode == 1, result.stderr
     assert "1,804         1,660   -8.0%  regression" in result.stdout
     assert run_sizer("compare", str(a), str(b), "--threshold-pct", "10").returncode == 0
-    _one_clear_line(run_sizer("compare", str(a), str(b), "--threshold-pct", "-2"), "--threshold-pct must be 0 or more")
-    _one_clear_line(run_sizer("compare", str(a), str(tmp_path / "nowhere")), "no run found")
-    _one_clear_line(run_sizer("compare", "", ""), "compare needs two runs")  # what `make compare` alone passes
+    one_line(run_sizer("compare", str(a), str(b), "--threshold-pct", "-2"), "--threshold-pct must be 0 or more")
+    one_line(run_sizer("compare", str(a), str(tmp_path / "nowhere")), "no run found")
+    one_line(run_sizer("compare", "", ""), "compare needs two runs")  # what `make compare` alone passes
 
 
 def test_a_sweep_that_ended_early_still_gets_its_report(tmp_path: Path, capsys):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_data import KNEE_150M, KNEE_300M, fixture_summary
 
 from runner.errors import UsageError
 from runner.figures import control_drift
 from runner.model import RunSummary
 from runner.report.compare import compare_runs, format_comparison
 from runner.results import load_summary
+from support.report_data import KNEE_150M, KNEE_300M, fixture_summary
 
 
 def _slower(factor_150m: float, factor_300m: float = 1.0) -> RunSummary:

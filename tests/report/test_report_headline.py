@@ -12,16 +12,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_platform import SimulatedEnvoy
-from report_data import DATA
 from rich.console import Console
-from simulated_rounds import IDENTITY_SHARE
-from sizer_testing import run_sizer
 
 from runner.console import ConsoleObserver
 from runner.report import read_scenario, render_files
 from runner.report.model import build_report
 from runner.results import load_summary
+from support.processes import run_sizer
+from support.report_data import DATA
+from support.rounds import IDENTITY_SHARE
+from support.simulated import SimulatedEnvoy
 
 # every recorded run with configurations (a recorded rounds run, tests/report/data/local-rounds, joins by itself)
 RECORDED = sorted(p.name for p in DATA.iterdir() if json.loads((p / "summary.json").read_text())["configs"])

@@ -7,11 +7,12 @@ import re
 from html.parser import HTMLParser
 
 from PIL import Image
-from report_data import FIXTURE_RUN, change_step, fixture_summary, make_step
 
 from runner.model import BaselineResult, RunSummary
 from runner.report import read_scenario, render_files
 from runner.report.model import build_report
+from support.report_data import FIXTURE_RUN, change_step, fixture_summary
+from support.steps import make_step
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -156,8 +157,8 @@ def test_a_measured_baseline_gets_its_section_and_conclusion():
     summary.baseline = BaselineResult(
         users=20,
         envoy_cpu_cores=0.3,
-        direct=make_step(rps=4000.0, p95_ms=3.0, cpu_utilization_mean=0.0),
-        gateway=make_step(rps=3280.0, p95_ms=9.0, cpu_utilization_mean=0.97),
+        direct=make_step(rps=4000.0, p95_ms=3.0, utilization=0.0),
+        gateway=make_step(rps=3280.0, p95_ms=9.0, utilization=0.97),
     )
     files = render_files(summary)
     md, html = files["report.md"].decode(), files["report.html"].decode()

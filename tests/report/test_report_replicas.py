@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from report_data import FIXTURE_RUN, THREE_LIMITS_RUN, copy_run, fixture_summary
-from sizer_testing import run_sizer
 
 from runner.report.manifests import Gateway, envoy_manifests, gateway_of_run
 from runner.report.replicas import hpa_target_percent, plan_replicas, replicas_for
 from runner.report.series import require_series
 from runner.report.sizing import recommend
+from support.processes import run_sizer
+from support.report_data import FIXTURE_RUN, THREE_LIMITS_RUN, copy_run, fixture_summary
 
 
 def _by_hand(run: Path, target: float, headroom: float) -> dict[str, float]:

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from sizer_testing import run_sizer
 
 from runner.report.memory_report import build_memory_section
 from runner.results import load_summary
+from support.processes import run_sizer
 
 RUN = Path(__file__).resolve().parent / "data" / "kubernetes-routes"
 MIB = 2**20

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from report_data import KNEE_150M, KNEE_300M, THREE_LIMITS_RUN, fixture_summary
 
 from runner.curve import Estimate
 from runner.errors import UsageError
@@ -15,8 +14,8 @@ from runner.model import BackendResources, Capacity, ConfigResult, EnvoyResource
 from runner.report.series import Scaling, Series, build_series, require_series
 from runner.report.sizing import check_request, example_targets, format_recommendation, recommend, require_fit
 from runner.results import load_summary
-
-from report_data import make_step  # isort: skip
+from support.report_data import KNEE_150M, KNEE_300M, THREE_LIMITS_RUN, fixture_summary
+from support.steps import make_step
 
 MIB = 2**20
 

@@ -1,9 +1,9 @@
 import pytest
-from simulated_envoy import make_step
 
 from runner import calibrate
 from runner.plan import plan_sweep
 from runner.scenario import parse_scenario
+from support.steps import make_step
 
 
 @pytest.fixture(autouse=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from simulated_envoy import make_step
-
 from runner.console import ConsoleObserver
 from runner.plan import Configuration
+from support.steps import make_step
 
 
 def test_a_step_line_is_one_line_in_a_narrow_piped_log(capsys, monkeypatch):

@@ -2,10 +2,10 @@ import random
 
 import numpy as np
 import pytest
-from simulated_envoy import make_step
 
 from runner.guards import GuardContext, check_step, judge, rps_mismatch, rps_mismatch_limit
 from runner.knee import find_knee
+from support.steps import make_step
 
 CONTEXT = GuardContext(threshold=0.90, workers=2)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from runner.errors import PlatformError
-from runner.locust import NEVER_HEARD_BEATS, Heartbeat
+from runner.heartbeat import NEVER_HEARD_BEATS, Heartbeat
 
 
 class _Master:

@@ -23,7 +23,6 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from sizer_testing import FUZZ_SCALE, examples
 
 import runner.platforms
 from runner import cli
@@ -36,6 +35,7 @@ from runner.plan import plan_sweep
 from runner.platforms.local.platform import LocalPlatform
 from runner.profiles import MAX_BODY_BYTES, MAX_PROFILES, MIN_BODY_BYTES
 from runner.quantities import parse_cpu, parse_memory, parse_number_list
+from support.examples import FUZZ_SCALE, examples
 
 _FUZZ = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from simulated_envoy import make_step
 
 from runner.knee import find_capacity, find_knee, fit_windows, power_fit
 from runner.model import Finding
+from support.steps import make_step
 
 
 def _power_windows(exponent: float, knee: float, rates: list[float], noise: list[float] | None = None) -> list:

@@ -7,7 +7,6 @@ import zlib
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-from simulated_envoy import make_step
 
 from runner.errors import ScenarioError
 from runner.guards import GuardContext, connections_off_profile
@@ -19,6 +18,7 @@ from runner.profiles import PLAIN_PROFILE, ProfileList, TrafficProfile, parse_sh
 from runner.report.model import build_report
 from runner.report.series import build_series
 from runner.scenario import Overrides, load_scenario, parse_scenario
+from support.steps import make_step
 
 PROFILES = TypeAdapter(ProfileList)
 

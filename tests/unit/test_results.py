@@ -7,7 +7,6 @@ import csv
 from pathlib import Path
 
 import pytest
-from simulated_envoy import make_step
 
 import runner.generator_sizing
 import runner.scenario
@@ -15,6 +14,7 @@ from runner.cli import main
 from runner.plan import plan_sweep
 from runner.results import RunStore, load_summary
 from runner.scenario import parse_scenario
+from support.steps import make_step
 
 SCENARIO = {"name": "t", "envoy": {"cpu": [0.25, 0.5]}, "load": {"step_seconds": 10}}
 

@@ -1,4 +1,5 @@
-"""The local test bed: Envoy, nginx replicas, Locust master and workers, Prometheus and the cgroup exporter.
+"""The local test bed: Envoy, nginx replicas, Locust master and workers (runner.platforms.local.loadgen),
+Prometheus and the cgroup exporter.
 
 Every process runs in its own cgroup under `gateway-sizer/<testbed-id>/<pod>`, labelled like a
 Kubernetes pod (namespace, pod, container). Stopping the test bed removes that whole tree, which also
@@ -7,31 +8,35 @@ kills anything a crashed run left behind.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import socket
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.certificates import CertificateFiles
-from runner.errors import LoadGeneratorError, PlatformError, UsageError
-from runner.locust import (
-    READY_PATH,
-    LocustMaster,
-    LocustOptions,
-    local_command,
-    locustfile_arg,
-    master_args,
-    worker_args,
-)
-from runner.metrics import Selector, Selectors
+from runner.errors import PlatformError, UsageError
+from runner.locust import LocustMaster
 from runner.platforms.local import binaries, envoy, nginx, prometheus
 from runner.platforms.local.cgroups import Cgroup, CgroupDriver, detect_driver
 from runner.platforms.local.exporter import write_registry
+from runner.platforms.local.layout import (
+    BACKEND_NAMESPACE,
+    ENVOY_CONTAINER,
+    ENVOY_NAMESPACE,
+    ENVOY_POD,
+    EXPORTER_POD,
+    LOOPBACK,
+    MONITORING_NAMESPACE,
+    NOFILE,
+    PROMETHEUS_POD,
+    START_TIMEOUT_S,
+    Ports,
+)
+from runner.platforms.local.layout import SELECTORS as SELECTORS
+from runner.platforms.local.loadgen import LocalLocust, LocustSetup
 from runner.platforms.local.placement import Placement
 from runner.platforms.local.processes import (
     ManagedProcess,
@@ -42,68 +47,6 @@ from runner.platforms.local.processes import (
     wait_until,
 )
 from runner.platforms.local.state import TSDB_PREFIX, TestbedRecord, state_file
-
-ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER = "projectcontour", "envoy-local", "envoy"
-EXPORTER_POD, PROMETHEUS_POD = "cadvisor-exporter", "prometheus"
-MASTER_POD, WORKER_POD = "locust-master", "locust-worker"
-BACKEND_NAMESPACE = "gateway-loadtest"
-MONITORING_NAMESPACE = "monitoring"
-START_TIMEOUT_S = 30.0
-LOOPBACK = "127.0.0.1"
-# Open files for Envoy and the Locust master: room for the memory model's held connections (at most
-# 25,000, runner/scenario/limits.py) and their upstream side; raising the hard limit takes CAP_SYS_RESOURCE, which
-# root in a container may lack (this machine: hard limit 20,000, so at most ~19,000 held connections).
-NOFILE = 65_536
-
-SELECTORS = Selectors(
-    envoy=Selector(ENVOY_NAMESPACE, "envoy-.*", ENVOY_CONTAINER),
-    backend=Selector(BACKEND_NAMESPACE, "nginx-.*", "nginx"),
-    generator=Selector(BACKEND_NAMESPACE, "locust-worker-.*", "locust"),
-)
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Loopback ports of the test bed. nginx replica i listens on `nginx_base + i`."""
-
-    gateway: int = 10080
-    envoy_admin: int = 9901
-    prometheus: int = 9090
-    exporter: int = 9102
-    locust_web: int = 8089
-    locust_master: int = 5557
-    nginx_base: int = 18080
-    gateway_tls: int = 10443
-
-    def named(self, replicas: int) -> dict[str, int]:
-        ports = {k: v for k, v in asdict(self).items() if k != "nginx_base"}
-        ports.update({f"nginx-{i}": self.nginx_base + i for i in range(replicas)})
-        return ports
-
-    @classmethod
-    def free(cls, nginx_slots: int = 16) -> Ports:
-        """Free ports for every role (tests run beside a user's test bed)."""
-        with contextlib.ExitStack() as stack:
-            singles = []
-            for _ in range(7):
-                sock = stack.enter_context(socket.socket())
-                sock.bind((LOOPBACK, 0))
-                singles.append(sock.getsockname()[1])
-            base = 20000 + (os.getpid() * 37) % 20000
-            while not all(port_is_free(LOOPBACK, base + i) for i in range(nginx_slots)):
-                base += nginx_slots
-        gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, gateway_tls = singles
-        return cls(gateway, envoy_admin, prometheus, exporter, locust_web, locust_master, base, gateway_tls)
-
-
-@dataclass(frozen=True)
-class LocustSetup:
-    """How the test bed runs Locust."""
-
-    locustfile: Path
-    user_class: str
-    options: LocustOptions
-    workers: int
 
 
 @dataclass
@@ -138,7 +81,7 @@ class LocalTestbed:
         self.backend: list[nginx.NginxReplica] = []
         self.envoy_limits: tuple[float, int | None, int] | None = None
         self._envoy_layout: tuple[envoy.EnvoyLayout, int] | None = None  # what the running Envoy was started with
-        self._locust_setup: LocustSetup | None = None
+        self._locust: LocalLocust | None = None
         self._backend_options: dict[str, Any] = {}
 
     # -- URLs -------------------------------------------------------------------------------------
@@ -354,48 +297,11 @@ class LocalTestbed:
     def start_locust(self, setup: LocustSetup, timeout_s: float = START_TIMEOUT_S) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup; waits up to
         `timeout_s` for them all."""
-        self._locust_setup = setup
-        self._start_master(setup)
-        for index in range(setup.workers):
-            self._start_worker(setup, index)
-        client = LocustMaster(self.locust_url)
-        try:
-            client.wait_for_workers(setup.workers, timeout_s)
-        except LoadGeneratorError:
-            self.check()  # a worker that died says more than the count
-            raise
-        return client
-
-    def _start_master(self, setup: LocustSetup) -> None:
-        args = master_args(
-            locustfile_arg(setup.locustfile),
-            setup.user_class,
-            self.gateway_url,
-            setup.options,
-            web_host=LOOPBACK,
-            web_port=self.ports.locust_web,
-            master_port=self.ports.locust_master,
-            bind_host=LOOPBACK,
-        )
-        master = self._run(
-            MASTER_POD,
-            BACKEND_NAMESPACE,
-            "locust",
-            local_command(args),
-            cwd=setup.locustfile.parent,
-            nofile=nofile_limit(NOFILE),
-        )
-        ready = http_ok(f"{self.locust_url}{READY_PATH}")
-        wait_until(ready, what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
-
-    def _start_worker(self, setup: LocustSetup, index: int) -> None:
-        files = locustfile_arg(setup.locustfile)
-        args = worker_args(
-            files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.ports.locust_master
-        )
-        self._run(
-            f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent
-        )
+        self._locust = LocalLocust(
+            setup, self._run, self._remove, self.gateway_url, self.locust_url, self.ports.locust_web,
+            self.ports.locust_master,
+        )  # fmt: skip
+        return self._locust.start(timeout_s, on_shortfall=self.check)
 
     def restart_dead(self) -> list[str]:
         """Start again every shared part that has died (the exporter, Prometheus, Locust's master and
@@ -407,16 +313,8 @@ class LocalTestbed:
             self._start_exporter()
         if PROMETHEUS_POD in dead:
             self._start_prometheus()
-        setup = self._locust_setup
-        if setup is not None and MASTER_POD in dead:
-            for index in range(setup.workers):
-                self._remove(f"{WORKER_POD}-{index}")  # workers wait on the old master: start them again
-            self.start_locust(setup)
-        elif setup is not None and any(name.startswith(WORKER_POD) for name in dead):
-            for name in dead:
-                if name.startswith(WORKER_POD):
-                    self._start_worker(setup, int(name.rsplit("-", 1)[1]))
-            LocustMaster(self.locust_url).wait_for_workers(setup.workers, START_TIMEOUT_S)
+        if self._locust is not None:
+            self._locust.restart(dead, START_TIMEOUT_S, on_shortfall=self.check)
         replicas = [r for r in self.backend if r.name in dead]
         if replicas:
             self.backend = [r for r in self.backend if r not in replicas]

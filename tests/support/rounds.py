@@ -1,5 +1,5 @@
 """A run with interleaved rounds for the report tests, simulated on the engine's fake platform
-(tests/engine/fake_platform.py): nothing here was measured on a machine.
+(support.simulated): nothing here was measured on a machine.
 
 Two traffic profiles (plain, whose clients ask for gzip, and identity, whose clients ask for no compression and
 which the simulated Envoy serves 13% cheaper) x two arrival models (poisson, and uniform at 5% less CPU per
@@ -10,19 +10,13 @@ request) x three CPU limits, five rounds with a control window, on a simulated m
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
-ENGINE_TESTS = Path(__file__).resolve().parent.parent / "engine"
-if str(ENGINE_TESTS) not in sys.path:
-    sys.path.insert(0, str(ENGINE_TESTS))
-
-from fake_platform import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy  # noqa: E402
-
-from runner.plan import Configuration, plan_sweep  # noqa: E402
-from runner.results import RunStore  # noqa: E402
-from runner.scenario import parse_scenario  # noqa: E402
-from runner.sweep import Sweep  # noqa: E402
+from runner.plan import Configuration, plan_sweep
+from runner.results import RunStore
+from runner.scenario import parse_scenario
+from runner.sweep import Sweep
+from support.simulated import EPOCH, FakeClock, FakePlatform, SimulatedEnvoy
 
 IDENTITY_SHARE = 0.87  # the simulated Envoy's CPU per request for identity clients, of gzip clients'
 UNIFORM_SHARE = 0.95  # ... and for uniform arrivals, of Poisson's

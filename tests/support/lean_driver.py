@@ -1,8 +1,10 @@
 """Run the lean client against a real server in a gevent process; print every request event as JSON.
 
-The test process stays unpatched (other tests share it), so each scenario runs here, in a child:
+The test process stays unpatched (other tests share it), so each scenario runs here, in a child that has
+tests/ and locustfiles/ on its path (support.lean_client.run_driver runs it so):
 
-    python lean_driver.py URL '[{"path": "/", "count": 3}, {"pause_s": 2}, {"method": "HEAD", "path": "/"}]'
+    PYTHONPATH=tests:locustfiles python -m support.lean_driver URL \
+        '[{"path": "/", "count": 3}, {"pause_s": 2}, {"method": "HEAD", "path": "/"}]'
 
 Each event is what Locust's `request` event received: request_type, name, response_time,
 response_length, exception (its type name and text) and the status `send` returned.
@@ -12,16 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import gevent
 import locust  # monkey-patches the standard library before anything else uses it
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "locustfiles"))
-
-from lean_http import LeanHttpClient
+from lean_http import LeanHttpClient  # locustfiles/lean_http.py, as a locustfile imports it
 
 
 def main() -> None:

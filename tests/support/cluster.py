@@ -1,15 +1,16 @@
-"""Helpers of the tests on the real one-machine cluster: make targets, the CLI in the background, scenario
-files, what a run shows through the API server (its Locust master, its live state), the daemons' pids."""
+"""Helpers of the tests on the real one-machine cluster: make targets and k8s/'s scripts, the CLI in the
+background, scenario files, what a run shows through the API server (its Locust master, its live state), the
+daemons' pids."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from runner.paths import PROJECT_ROOT
@@ -17,13 +18,33 @@ from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.loadgen import MASTER
 from runner.platforms.kubernetes.objects import RUN_LABEL, label_value
+from support.project import CACHE
+from support.wait import until
 
-CACHE = Path(os.environ.get("GATEWAY_SIZER_CACHE") or Path.home() / ".cache" / "gateway-sizer")
 STATE = CACHE / "cluster" / "state"
 ENVOY = workloads.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
 NGINX = workloads.Workload("Deployment", "gateway-loadtest", "nginx", "nginx")
 PROMETHEUS = "http://10.96.0.90:9090"
 STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # set when this pytest session brought the cluster up
+
+
+def run(
+    cmd: list[str], timeout: float, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    """Run a command (one of k8s/'s scripts) from the repository root, capturing text output; fail with its
+    stderr tail."""
+    proc = subprocess.run(
+        cmd,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
 
 
 def make(target: str, timeout: float) -> str:
@@ -70,10 +91,7 @@ def scenario_file(folder: Path, **changes: Any) -> Path:
 
 def run_dir_of(results: Path, timeout_s: float = 120) -> Path:
     """The run directory a sweep writing into `results` made (results/latest)."""
-    deadline = time.monotonic() + timeout_s
-    while not (results / "latest" / "summary.json").exists():
-        assert time.monotonic() < deadline, "the sweep made no run directory"
-        time.sleep(0.5)
+    until((results / "latest" / "summary.json").exists, timeout_s, "the sweep's run directory", poll_s=0.5)
     return (results / "latest").resolve()
 
 
@@ -90,17 +108,15 @@ def master_url(admin: Cluster, run_id: str) -> str:
 def wait_for_state(admin: Cluster, run_id: str, predicate, timeout_s: float, what: str) -> dict[str, Any]:
     """Poll the state the runner sends the Locust master with its heartbeats until `predicate(state)`."""
     session = admin.session()
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def state() -> dict[str, Any]:
         try:
             response = session.get(master_url(admin, run_id) + "/gateway-sizer/state", timeout=5)
-            state = response.json().get("state", {}) if response.ok else {}
-        except (AssertionError, ValueError, OSError):
-            state = {}
-        if state and predicate(state):
-            return state
-        assert time.monotonic() < deadline, f"{what}: not seen in {timeout_s:.0f} s (last state {state})"
-        time.sleep(1.0)
+            return response.json().get("state", {}) if response.ok else {}
+        except (AssertionError, ValueError, OSError):  # no Master Service yet, or it is not answering yet
+            return {}
+
+    return until(state, timeout_s, what, ready=lambda seen: bool(seen) and predicate(seen), poll_s=1.0)
 
 
 def daemon_pid(name: str) -> int:

@@ -1,5 +1,5 @@
-"""The real runs the report tests read (Envoy 150m and 300m on the local platform, and the others in data/), and
-variations of them."""
+"""The real runs the report tests read (Envoy 150m and 300m on the local platform, and the others in
+tests/report/data), and variations of them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 from runner.model import RunSummary, Step
+from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = PROJECT_ROOT / "tests" / "report" / "data"
 FIXTURE_RUN = DATA / "local-150m-300m"
 THREE_LIMITS_RUN = DATA / "local-100m-200m-300m"  # a later sweep
 KNEE_150M = 524.2586170370615
@@ -28,33 +29,6 @@ def copy_run(tmp_path: Path, summary: RunSummary | None = None, name: str = "run
     if summary is not None:
         (run_dir / "summary.json").write_text(summary.model_dump_json(indent=2))
     return run_dir
-
-
-def make_step(**fields: object) -> Step:
-    """A measured step with plausible figures; `fields` replace any of them."""
-    base = Step(
-        index=0,
-        users=10,
-        target_rps=None,
-        rps=1000.0,
-        envoy_rps=1000.0,
-        cpu_utilization_min=0.5,
-        cpu_utilization_mean=0.5,
-        cpu_utilization_max=0.5,
-        envoy_cpu_cores=0.1,
-        envoy_memory_bytes=2e7,
-        p50_ms=1.0,
-        p95_ms=2.0,
-        p99_ms=3.0,
-        fail_ratio=0.0,
-        requests=10_000,
-        failures=0,
-        generator_cpu_max=0.2,
-        backend_cpu_cores=0.05,
-        started_at=0.0,
-        window_s=10.0,
-    )
-    return base.model_copy(update=fields)
 
 
 def change_step(summary: RunSummary, config: int, step: int, **fields: object) -> Step:

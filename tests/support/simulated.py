@@ -1,7 +1,8 @@
-"""A fake platform for engine tests: a simulated Envoy behind fake Locust and Prometheus clients, on a
-fake clock. Nothing real runs: a sweep over it takes milliseconds. It stands in for the real platform
-only where the engine's own behaviour is under test (search, resume, failures, budgets, verdicts); the
-real components are exercised in tests/local and tests/kubernetes.
+"""The one simulated Envoy, and a fake platform for engine tests: the simulated Envoy behind fake Locust and
+Prometheus clients, on a fake clock. Nothing real runs: a sweep over it takes milliseconds. It stands in for the
+real platform only where the engine's own behaviour is under test (search, resume, failures, budgets, verdicts)
+or a report needs a run with rounds (support.rounds); the real components are exercised in tests/local and
+tests/kubernetes. `SimulatedEnvoy.window` measures one window of it without the engine (search and knee tests).
 
 The simulated Envoy is made to look like the real one measured on the 2-core machine: its CPU per request
 falls as load rises (utilization grows more slowly than RPS), each one-second sample of its CPU counter
@@ -24,6 +25,7 @@ from runner.metrics import Selector, Selectors, WindowStats
 from runner.model import LoadLevel, Step
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
+from support.steps import make_step
 
 EPOCH = 1_800_000_000.0
 SELECTORS = Selectors(
@@ -93,6 +95,32 @@ class SimulatedEnvoy:
         utilization = cores / self.limit_cores
         p99 = 2.0 + 3.0 / max(0.02, 1.0 - min(utilization, 0.99)) + (200.0 if offered > capacity else 0.0)
         return served, max(cores, 0.0), p99
+
+    def window(self, index: int, level: LoadLevel, window_s: int = 8) -> Step:
+        """One measured window of `level` (users at 400 RPS each, or a target rate), without the engine."""
+        offered = level.target_rps if level.target_rps is not None else level.users * 400.0
+        seconds = [self.second(offered) for _ in range(window_s)]
+        rps = sum(s for s, _, _ in seconds) / window_s
+        cores = [c for _, c, _ in seconds]
+        mean = sum(cores) / window_s
+        return make_step(
+            index,
+            users=level.users,
+            rps=rps,
+            utilization=mean / self.limit_cores,
+            target_rps=level.target_rps,
+            cpu_utilization_min=min(cores) / self.limit_cores,
+            cpu_utilization_max=max(cores) / self.limit_cores,
+            envoy_cpu_cores=mean,
+            envoy_memory_bytes=30e6,
+            p50_ms=2.0,
+            p95_ms=max(p for _, _, p in seconds) / 2,
+            p99_ms=max(p for _, _, p in seconds),
+            requests=round(rps * window_s),
+            generator_cpu_max=0.2,
+            started_at=float(index * 20),
+            window_s=float(window_s),
+        )
 
 
 @dataclass
@@ -278,36 +306,3 @@ class FakePlatform(Platform):
 
     def describe(self) -> dict[str, Any]:
         return {"versions": {"envoy": "simulated"}}
-
-
-def simulate_window(envoy: SimulatedEnvoy, index: int, level: LoadLevel, window_s: int = 8) -> Step:
-    """One measured window of `level` against `envoy`, without the engine: for search and knee tests."""
-    offered = level.target_rps if level.target_rps is not None else level.users * 400.0
-    seconds = [envoy.second(offered) for _ in range(window_s)]
-    rps = sum(s for s, _, _ in seconds) / window_s
-    cores = [c for _, c, _ in seconds]
-    mean = sum(cores) / window_s
-    utilization = mean / envoy.limit_cores
-    return Step(
-        index=index,
-        users=level.users,
-        target_rps=level.target_rps,
-        rps=rps,
-        envoy_rps=rps,
-        cpu_utilization_min=min(cores) / envoy.limit_cores,
-        cpu_utilization_mean=utilization,
-        cpu_utilization_max=max(cores) / envoy.limit_cores,
-        envoy_cpu_cores=mean,
-        envoy_memory_bytes=30e6,
-        p50_ms=2.0,
-        p95_ms=max(p for _, _, p in seconds) / 2,
-        p99_ms=max(p for _, _, p in seconds),
-        fail_ratio=0.0,
-        requests=round(rps * window_s),
-        failures=0,
-        generator_cpu_max=0.2,
-        backend_cpu_cores=0.05,
-        started_at=float(index * 20),
-        window_s=float(window_s),
-        throttled_share=0.5 if utilization >= 0.97 else 0.0,
-    )

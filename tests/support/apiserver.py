@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,11 +197,3 @@ def _ok(url: str, **kwargs: object) -> bool:
         return requests.get(url, timeout=2, **kwargs).ok
     except requests.RequestException:
         return False
-
-
-def wait_for(predicate, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.1)

@@ -1,7 +1,7 @@
 """Helpers for the lean client's tests: real servers, and children that run the client under gevent.
 
 gevent must not patch the test process (other tests share it), so every scenario runs in a child:
-`run_driver` (the client alone, see lean_driver.py) or `run_locust` (`locust --headless`).
+`run_driver` (the client alone, see support/lean_driver.py) or `run_locust` (`locust --headless`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
+from runner.paths import PROJECT_ROOT
+from support.project import LOCUSTFILES, TESTS, child_env
 
-REPO = Path(__file__).resolve().parents[2]
-LOCUSTFILE = REPO / "locustfiles" / "gateway.py"
-DRIVER = Path(__file__).resolve().parent / "lean_driver.py"
+LOCUSTFILE = LOCUSTFILES / "gateway.py"
+DRIVER = "support.lean_driver"  # run as a module, with tests/ and locustfiles/ on the child's path
 START_TIMEOUT_S = 15.0
 CHILD_TIMEOUT_S = 120.0
 # Logged per request by test backends: nginx's connection serial number and the request's index on it;
@@ -58,18 +58,6 @@ class NginxBackend:
 BODY_BYTES = 16384  # the body profile the TLS gateway fixture serves
 
 
-def running(pids: list[int]) -> list[int]:
-    """The pids still running (zombies waiting for this process do not count)."""
-    left = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                left.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return left
-
-
 def listening(port: int) -> Callable[[], bool]:
     def probe() -> bool:
         with socket.socket() as sock:
@@ -94,11 +82,12 @@ def envoy_stats(testbed: Any) -> dict[str, int]:
 def run_driver(url: str, steps: list[dict[str, Any]], *, timeout_s: float = CHILD_TIMEOUT_S,
                **options: Any) -> list[dict[str, Any]]:  # fmt: skip
     """Run `steps` with the lean client in a gevent child; return the request events it recorded."""
-    argv = [sys.executable, str(DRIVER), url, json.dumps(steps)]
+    argv = [sys.executable, "-m", DRIVER, url, json.dumps(steps)]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         argv += [flag] if value is True else [flag, str(value)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=PROJECT_ROOT,
+                          env=child_env(TESTS, LOCUSTFILES))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -110,7 +99,7 @@ def run_locust(user_class: str, host: str, *args: str, timeout_s: float = CHILD_
             "--loglevel", "WARNING", "--only-summary", *args]  # fmt: skip
     if csv_prefix is not None:
         argv += ["--csv", str(csv_prefix)]
-    done = subprocess.run([*argv, user_class], capture_output=True, text=True, timeout=timeout_s, cwd=REPO,
+    done = subprocess.run([*argv, user_class], capture_output=True, text=True, timeout=timeout_s, cwd=PROJECT_ROOT,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
     assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: the run had failures
     return done

@@ -1,0 +1,17 @@
+"""What the tests share, in one package: pytest puts tests/ on the path (`pythonpath` in pyproject.toml), so a
+test says `from support.steps import make_step`; nothing edits sys.path.
+
+- steps: the one Step factory
+- simulated: the one simulated Envoy, a fake clock, fake Locust and Prometheus, and the fake platform
+- rounds: a run with interleaved rounds simulated on the fake platform (the report tests')
+- report_data: the recorded runs in tests/report/data
+- processes: the CLI as a user runs it, its one-line errors, processes and cgroups left behind
+- wait: wait for an event, with a deadline, failing with what was waited for
+- examples: how many examples a property test draws
+- project: the project's folders, and the modules outside tests/ a test loads (bench/, locustfiles/)
+- scenarios: scenario files the local end-to-end tests write
+- lean_client, lean_driver: real servers for the lean client, and the gevent child that runs it
+- chromium: headless Chromium over the DevTools protocol
+- apiserver, k8s: a real kube-apiserver and etcd, and the objects and scenarios its tests build
+- cluster: the one-machine cluster (make targets, the CLI in the background, a run's live state) and k8s/'s scripts
+"""
