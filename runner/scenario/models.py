@@ -164,6 +164,9 @@ class LoadSpec(_Model):
     host_header: HostName = "external.nginx"
     path: RequestPath = "/"
     workers: Int = Field(default=2, ge=1, le=MAX_WORKERS)
+    # the local platform's CPU limit for each Locust worker (a CFS quota); None: no limit, judged as one core.
+    # On Kubernetes a worker's limit is kubernetes.worker_resources
+    worker_cpu_cores: OptionalCores = Field(default=None, alias="worker_cpu")
     mode: Literal["users", "rps"] = "rps"
     arrivals: ArrivalsList = ("poisson",)
     accept_encoding: HeaderValue = "gzip, deflate, br"
@@ -345,6 +348,11 @@ class Scenario(_Model):
                 "envoy.overload: applies to the local platform only; on Contour pass contour bootstrap "
                 "--overload-downstream-max-conn and --overload-max-heap (gateway-sizer recommend prints them)"
             )
+        if self.load.worker_cpu_cores is not None:
+            raise ValueError(
+                "load.worker_cpu: applies to the local platform only; on Kubernetes set "
+                "kubernetes.worker_resources (cpu, memory)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -354,6 +362,7 @@ class Scenario(_Model):
         limits = {
             "envoy.cpu": min(self.envoy.cpu_cores),
             "backend.cpu": self.backend.cpu_cores,
+            "load.worker_cpu": self.load.worker_cpu_cores,
             "baseline.envoy_cpu": self.baseline.envoy_cpu_cores,
             "memory.cpu": self.memory.cpu_cores if self.memory else None,
         }

@@ -206,3 +206,12 @@ def test_a_null_or_wrong_section_with_an_override_is_one_line(section):
 def test_an_override_is_named_with_the_field_it_set():
     with pytest.raises(ScenarioError, match=r"load\.workers \(WORKERS\): Input should be less than or equal to 256"):
         parse_scenario(MINIMAL, Overrides(workers="1000"))
+
+
+def test_a_locust_workers_cpu_limit_is_the_local_platforms_and_kubernetes_names_its_own():
+    load = {"worker_cpu": "250m"}
+    assert parse_scenario({"name": "t", "envoy": {"cpu": [1]}, "load": load}).load.worker_cpu_cores == 0.25
+    with pytest.raises(ScenarioError, match=r"load\.worker_cpu: 5m is below 10m"):
+        parse_scenario({"name": "t", "envoy": {"cpu": [1]}, "load": {"worker_cpu": "5m"}})
+    with pytest.raises(ScenarioError, match=r"load\.worker_cpu: applies to the local platform only; .*kubernetes"):
+        parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}, "load": load})

@@ -30,6 +30,7 @@ class LocustSetup:
     user_class: str
     options: LocustOptions
     workers: int
+    worker_cpu_cores: float | None = None  # each worker's CFS quota; None: none
 
 
 @dataclass
@@ -100,4 +101,5 @@ class LocalLocust:
         setup = self.setup
         files = locustfile_arg(setup.locustfile)
         args = worker_args(files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.master_port)
-        self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent)
+        self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent,
+                 cpu_cores=setup.worker_cpu_cores)  # fmt: skip

@@ -67,7 +67,7 @@ class LocalPlatform(Platform):
         self.testbed.record_state(self.owner_pid)
         self.testbed.start_monitoring()
         options = LocustOptions.from_load(load)
-        setup = LocustSetup(load.locustfile, user_class(load), options, load.workers)
+        setup = LocustSetup(load.locustfile, user_class(load), options, load.workers, load.worker_cpu_cores)
         self._locust = self.testbed.start_locust(setup)
         self.testbed.record_state(self.owner_pid)
 
@@ -156,7 +156,8 @@ class LocalPlatform(Platform):
         nginx_cores = float(backend.worker_processes)  # one nginx worker process uses one core at most
         if backend.cpu_cores is not None:
             nginx_cores = min(nginx_cores, backend.cpu_cores)
-        return Capacities(generator_cores=1.0, backend_cores=nginx_cores)
+        worker_cores = self.scenario.load.worker_cpu_cores  # unlimited: a worker process uses one core at most
+        return Capacities(generator_cores=min(worker_cores or 1.0, 1.0), backend_cores=nginx_cores)
 
     def machine_speed(self) -> float:
         cpus = parse_cpu_list(self.placement.envoy_cpus) if self.placement.envoy_cpus else None

@@ -120,8 +120,20 @@ class LocalTestbed:
         ]
         write_registry(self._registry, entries)
 
-    def _run(self, pod: str, namespace: str, container: str, argv: list[str], **kwargs: object) -> ManagedProcess:
+    def _run(
+        self,
+        pod: str,
+        namespace: str,
+        container: str,
+        argv: list[str],
+        cpu_cores: float | None = None,
+        **kwargs: object,
+    ) -> ManagedProcess:
+        """Start a process in the pod's cgroup, with `cpu_cores` as its CPU limit when given (else the cgroup's
+        limit stays as it is: nginx and Envoy set theirs before)."""
         entry = self._container(namespace, pod, container)
+        if cpu_cores is not None:
+            entry.cgroup.set_cpu_limit(cpu_cores)
         entry.process = self.supervisor.start(pod, argv, cgroup=entry.cgroup, **kwargs)  # type: ignore[arg-type]
         self._publish()
         return entry.process
