@@ -49,15 +49,18 @@ def scenario_with(envoy_cpus: float | Sequence[float], **load: Any) -> dict[str,
     """The default local scenario at these Envoy CPU limits, with some `load` fields replaced."""
     data = default_scenario()
     data["envoy"]["cpu"] = [envoy_cpus] if isinstance(envoy_cpus, float | int) else list(envoy_cpus)
-    data["load"] = {**data.get("load", {}), **load, **(TINY_LOAD if TINY else {})}
+    tiny = {**TINY_LOAD, "rounds": load.get("rounds", TINY_ROUNDS)} if TINY else {}
+    data["load"] = {**data.get("load", {}), **load, **tiny}
     data["baseline"] = {"enabled": False}
     return data
 
 
 KEEP = os.environ.get("GATEWAY_SIZER_BENCH_KEEP")  # a folder: keep every run's directory there
-# Tiny sweeps (2 s windows, 3 of them): for the test that runs every bench so none rots unnoticed.
+# Tiny sweeps (2 s windows, 3 of them, 2 rounds unless the bench asks for its own count): for the test that runs
+# every bench so none rots unnoticed.
 TINY = os.environ.get("GATEWAY_SIZER_BENCH_TINY") == "1"
 TINY_LOAD = {"step_seconds": 2, "warmup_seconds": 1, "settle_seconds": 1, "max_steps": 3}
+TINY_ROUNDS = 2
 
 
 def sweep_command(scenario: Path, results: Path) -> list[str]:

@@ -42,6 +42,8 @@ AIM_ABOVE = 0.02  # aim a locating window just above the threshold, so a miss st
 EXPONENT_PRIOR = 0.85  # utilization ~ RPS^0.85 (Envoy's cost per request falls with load) until a fit says
 MIN_SIGNAL = 0.05  # below this utilization a window says little about the slope
 MIN_STEP = 0.03  # a locating window offers at least this much more than the highest so far
+NEAR_MISS = 0.10  # a locating window this close under the threshold is a near miss: each one makes the next
+# window aim AIM_ABOVE and step MIN_STEP further, so a noisy machine cannot keep a search creeping up below it
 EXPONENT_BOUNDS = (0.3, 1.2)  # a locating power law outside these is noise from too few windows
 REFINE_BELOW = 0.05  # refining windows sit this far below the knee ...
 REFINE_ABOVE = 0.02  # ... and this far above it (utilization saturates soon above the knee)
@@ -177,7 +179,8 @@ class AdaptiveSearch:
             guess = highest * MAX_GROWTH  # too little load to say anything yet
         busiest = max(s.cpu_utilization_mean for s in steps)
         growth = next(limit for below, limit in NEAR_GROWTH if busiest < below)  # a flat fit aims far too high
-        guess = min(max(guess, highest * (1 + MIN_STEP)), highest * growth)
+        step = MIN_STEP * (1 + self._near_misses(steps))
+        guess = min(max(guess, highest * (1 + step)), highest * growth)
         if self.maker.mode == "users":
             guess = float(max(round(guess), int(highest) + 1))
         return guess
@@ -188,7 +191,7 @@ class AdaptiveSearch:
         useful = [s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0 and not s.guards]
         if not useful:
             return None
-        aim = self.threshold + AIM_ABOVE
+        aim = self.threshold + AIM_ABOVE * (1 + self._near_misses(steps))
         best = max(useful, key=lambda s: s.cpu_utilization_mean)
         exponent = EXPONENT_PRIOR
         fit = power_fit(window_points(useful))
@@ -196,6 +199,10 @@ class AdaptiveSearch:
             exponent = min(max(fit.exponent, EXPONENT_BOUNDS[0]), EXPONENT_BOUNDS[1])
         rps = best.rps * (aim / best.cpu_utilization_mean) ** (1 / exponent)
         return best.users * rps / best.rps if best.target_rps is None else rps
+
+    def _near_misses(self, steps: Sequence[Step]) -> int:
+        """Windows that stayed under the threshold by less than NEAR_MISS."""
+        return sum(1 for s in steps if self.threshold - NEAR_MISS <= s.cpu_utilization_mean < self.threshold)
 
     def _bisect_users(self, pair: tuple[Step, Step]) -> float | None:
         """Closed loop: halve the bracket in whole users until it cannot be split."""

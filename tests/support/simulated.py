@@ -96,10 +96,11 @@ class SimulatedEnvoy:
         p99 = 2.0 + 3.0 / max(0.02, 1.0 - min(utilization, 0.99)) + (200.0 if offered > capacity else 0.0)
         return served, max(cores, 0.0), p99
 
-    def window(self, index: int, level: LoadLevel, window_s: int = 8) -> Step:
-        """One measured window of `level` (users at 400 RPS each, or a target rate), without the engine."""
+    def window(self, index: int, level: LoadLevel, window_s: int = 8, speed: float = 1.0) -> Step:
+        """One measured window of `level` (users at 400 RPS each, or a target rate), without the engine, on a
+        machine running at `speed` through it."""
         offered = level.target_rps if level.target_rps is not None else level.users * 400.0
-        seconds = [self.second(offered) for _ in range(window_s)]
+        seconds = [self.second(offered, speed) for _ in range(window_s)]
         rps = sum(s for s, _, _ in seconds) / window_s
         cores = [c for _, c, _ in seconds]
         mean = sum(cores) / window_s
