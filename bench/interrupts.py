@@ -1,6 +1,6 @@
 """Interrupts: SIGINT, SIGTERM and SIGKILL at random points of short local sweeps, and what they leave.
 
-Each trial starts a short sweep (two configurations of a fixed schedule, 3 s windows), waits a random
+Each trial starts a short sweep (two configurations of a fixed schedule, 3 s windows, 2 rounds), waits a random
 time, sends a random signal, and then counts:
 - leaks: processes still running in the sweep's cgroup tree, the tree itself, its ports still listening
   (after SIGKILL, once `gateway-sizer testbed down` has run, as the README says to);
@@ -39,7 +39,7 @@ def _scenario(folder: Path) -> Path:
     scenario = default_scenario()
     scenario["name"] = "interrupts"
     scenario["envoy"]["cpu"] = [0.25, 0.3]
-    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=3, warmup_seconds=1, settle_seconds=1)
+    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=3, warmup_seconds=1, settle_seconds=1, rounds=2)
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path

@@ -67,12 +67,13 @@ def main() -> int:
     chosen = [t for t in TIERS if not args.tier or t.name in args.tier]
     results = [(tier, *run(tier, extra)) for tier in chosen]
     print("\n=== make test: time per tier")
-    print(f"{'tier':<12}{'result':<10}{'minutes':>8}")
+    width = max(len(t.name) for t in TIERS) + 2
+    print(f"{'tier':<{width}}{'result':<16}{'minutes':>8}")
     for tier, code, seconds in results:
-        verdict = "passed" if code == 0 else ("no tests" if code == 5 else f"failed ({code})")
-        print(f"{tier.name:<12}{verdict:<10}{seconds / 60:>8.1f}")
+        verdict = "passed" if code == 0 else ("no tests" if code == 5 else f"failed (exit {code})")
+        print(f"{tier.name:<{width}}{verdict:<16}{seconds / 60:>8.1f}")
     total = sum(seconds for _, _, seconds in results)
-    print(f"{'total':<22}{total / 60:>8.1f}", flush=True)
+    print(f"{'total':<{width + 16}}{total / 60:>8.1f}", flush=True)
     failed = [code for _, code, _ in results if code != 0]
     return failed[0] if failed else 0
 
