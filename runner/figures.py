@@ -80,9 +80,19 @@ def _knee_in(points: Sequence[RoundPoint], rounds: Sequence[int], threshold: flo
     return fit.rps_at(threshold) if fit is not None and fit.exponent > 0 else None
 
 
+def _from_rounds(config: ConfigResult) -> bool:
+    """Its knee stands on the rounds fit, with an interval: a knee the fit could not give (its windows did not
+    reach the threshold in enough rounds, so a fit would reach far past them) pairs with nothing."""
+    knee = config.knee
+    return knee is not None and knee.method == "rounds" and knee.low is not None
+
+
 def knee_ratio(a: ConfigResult, b: ConfigResult, threshold: float) -> Estimate | None:
     """knee(a) / knee(b) from the rounds both were measured in, with its interval; None without three such
-    rounds (or when a configuration's windows cannot be fitted without one of them)."""
+    rounds, when either knee is not the rounds fit's, or when a configuration's windows cannot be fitted
+    without one of them."""
+    if not (_from_rounds(a) and _from_rounds(b)):
+        return None
     points_a, points_b = _points(a, threshold), _points(b, threshold)
     rounds = sorted({p.round for p in points_a} & {p.round for p in points_b})
 
@@ -113,7 +123,7 @@ class Growth:
 
 def growth(configs: Sequence[ConfigResult], threshold: float) -> Growth | None:
     """How the knee grows with the CPU limit, over three or more limits of one profile and arrival model."""
-    if len({c.envoy.cpu_cores for c in configs}) < 3:
+    if len({c.envoy.cpu_cores for c in configs}) < 3 or not all(_from_rounds(c) for c in configs):
         return None
     points = {c.key: _points(c, threshold) for c in configs}
     rounds = sorted(set.intersection(*({p.round for p in pts} for pts in points.values())))

@@ -4,12 +4,13 @@ cores, computed here by hand; no straight line through the knees."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from runner.curve import Estimate
 from runner.errors import UsageError
-from runner.figures import Growth
+from runner.figures import Growth, knee_ratio, per_core_ratio
 from runner.model import BackendResources, Capacity, ConfigResult, EnvoyResources, Knee, RunSummary
 from runner.report.series import Scaling, Series, build_series, require_series
 from runner.report.sizing import check_request, example_targets, format_recommendation, recommend, require_fit
@@ -18,6 +19,7 @@ from support.report_data import KNEE_150M, KNEE_300M, THREE_LIMITS_RUN, fixture_
 from support.steps import make_step
 
 MIB = 2**20
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def _config(cores: float, knee: float, half: float | None = None, capacity: Capacity | None = None) -> ConfigResult:
@@ -199,3 +201,15 @@ def test_sizing_on_a_real_three_limit_run():
     assert within.cpu == "300m"  # 0.268 cores, rounded up to 100m
     beyond = recommend(series, 5000)
     assert beyond.cpu == f"{math.ceil(6500 / (series.largest.rps / 0.3) * 10) * 100}m"  # 1.106 cores -> 1200m
+
+
+def test_a_knee_the_rounds_fit_could_not_give_pairs_with_nothing():
+    # a default run on the development VM (2026-11-26, the 4th of bench/repeatability.py --runs 5): 250m's windows
+    # of rounds 3-5 stayed at 46-75% while the machine slowed and sped up by +-12%, so its knee is interpolated
+    # with no interval; a paired ratio through those windows reached far past them (0.24-20.5, the bench printed)
+    summary = load_summary(DATA / "local-rounds")
+    low, high = sorted(summary.configs, key=lambda c: c.envoy.cpu_cores)
+    assert low.knee is not None and low.knee.method == "interpolated" and low.knee.low is None
+    assert high.knee is not None and high.knee.method == "rounds" and high.knee.low is not None
+    assert knee_ratio(high, low, summary.threshold) is None and per_core_ratio(high, low, summary.threshold) is None
+    assert knee_ratio(high, high, summary.threshold) is not None  # a rounds knee pairs (here with itself)
