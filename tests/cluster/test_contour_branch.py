@@ -29,7 +29,7 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
             "contour.resources": SIZES,
             "load.search": "fixed",
             "load.rounds": 1,
-            "load.rps": [150, 300],
+            "load.rps": [150, 300],  # what Contour gets is checked, not a knee: any served rate will do
             "load.step_seconds": 4,
             "load.warmup_seconds": 2,
             "load.settle_seconds": 1,

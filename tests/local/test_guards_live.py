@@ -79,6 +79,9 @@ def test_one_fasthttp_worker_held_to_a_quarter_core_in_a_closed_loop_is_generato
 
 
 def test_nginx_capped_far_below_envoy_is_backend_saturated(tmp_path):
+    # nginx spends a fraction of Envoy's CPU per request, and both scale with the machine: held to 40m, a twelfth
+    # of Envoy's 500m, it saturates while Envoy is far from its threshold on any machine. start_rps only sets
+    # where the adaptive search begins; it grows from there until a guard fires
     config = _sweep(tmp_path, backend={"cpu": 0.04}, load={"start_rps": 600})
     assert config["status"] == "invalid" and _first_guard(config) == "backend-saturated", config["steps"]
     assert config["reason"].startswith("backend saturated: an nginx replica at"), config["reason"]
