@@ -75,12 +75,17 @@ def run(sweep: Sweep) -> Calibration:
         sweep.platform.metrics.check()
         top = largest(sweep.plan).envoy_cpu_cores
         measured = sweep.direct_and_through(calibration_level(sweep.scenario).users, top)
-    return from_steps(sweep.scenario, measured.direct, measured.gateway, top)
+        worker_cores = sweep.platform.capacities().generator_cores
+    return from_steps(sweep.scenario, measured.direct, measured.gateway, top, worker_cores)
 
 
-def from_steps(scenario: Scenario, direct: Step, gateway: Step, envoy_cpu: float) -> Calibration:
+def from_steps(
+    scenario: Scenario, direct: Step, gateway: Step, envoy_cpu: float, worker_cores: float = 1.0
+) -> Calibration:
+    """The calibration from the generator's window alone and its window through Envoy; `worker_cores` is the CPU
+    a worker has (its share of it is what `generator_cpu_max` reads)."""
     workers = scenario.load.workers
-    busy = max(direct.generator_cpu_max, 0.05)
+    busy = max(direct.generator_cpu_max, 0.05) * worker_cores
     return Calibration(
         platform=scenario.platform,
         client=scenario.load.client,

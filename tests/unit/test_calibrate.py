@@ -27,6 +27,15 @@ def test_rps_per_worker_core_divides_by_workers_and_their_cpu():
     assert result.envoy_rps_per_core == pytest.approx(10000)
 
 
+def test_a_worker_held_to_half_a_core_counts_the_cpu_it_has():
+    # generator_cpu_max is a share of the CPU a worker has: 80% of half a core is 0.4 cores busy, not 0.8
+    scenario, _ = _calibration()
+    direct = make_step(0, users=32, rps=8000, utilization=0.0).model_copy(update={"generator_cpu_max": 0.8})
+    gateway = make_step(1, users=32, rps=3000, utilization=1.0)
+    result = calibrate.from_steps(scenario, direct, gateway, envoy_cpu=0.3, worker_cores=0.5)
+    assert result.rps_per_worker_core == pytest.approx(8000 / (2 * 0.8 * 0.5))
+
+
 def test_workers_needed_keeps_each_worker_below_its_busy_target():
     _, result = _calibration()
     # Envoy at 3 cores takes ~30,000 RPS (+10%); a worker core gives 5,000 at 75% busy -> 3,750
