@@ -136,10 +136,7 @@ class VisitPlanner:
             levels = [control, *levels[1:]] if len(levels) > 1 else [control, *levels]
         levels = sorted(levels)
         if len(levels) > 1 and levels[-1] < MIN_LEVER * levels[0]:  # a fit gone flat: keep the lever arm
-            if control is not None and levels[-1] == control:  # the machine slowed past it: go below the control
-                levels[0] = control / MIN_LEVER
-            else:
-                levels[-1] = MIN_LEVER * levels[0]
+            levels[-1] = MIN_LEVER * levels[0]
         probes = sum(1 for s in steps if s.probe)
         probe = self.capacity_probe(steps) if probes < MAX_CAPACITY_PROBES else None
         return VisitPlan(levels, probe, control)

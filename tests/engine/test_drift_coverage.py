@@ -122,29 +122,3 @@ def test_the_control_window_reports_the_machines_drift_during_the_run(tmp_path):
     assert calm is not None and drifting is not None
     assert len(calm.rounds) == len(drifting.rounds) == 5
     assert calm.spread < 0.02 < 0.05 < drifting.spread <= DRIFT * 1.2, (calm.spread, drifting.spread)
-
-
-def test_the_control_window_is_measured_in_every_round_after_the_machine_slows_past_it(tmp_path):
-    # the machine runs 25% slower from the second round on: the control rate (72% at round 1's speed) then reads
-    # ~96%, above where the next round's near-threshold window belongs; that window goes below the control, and
-    # the control stays (it was dropped for the lever arm from round 3 on: 2 rounds of 5 had it; a default run
-    # on the development VM lost it in rounds 3-5 this way, 2026-11-26)
-    scenario = parse_scenario({
-        "name": "slower", "envoy": {"cpu": [0.25, 0.5]},
-        "load": {"step_seconds": 10, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1, "rounds": 5, "seed": 3},
-    })  # fmt: skip
-    platform = FakePlatform(
-        FakeClock(), lambda c: SimulatedEnvoy(limit_cores=c.envoy_cpu_cores, seed=3),
-        speed=lambda second: 1.0 if second - EPOCH < 120 else 0.75,
-    )  # fmt: skip
-    store = RunStore.create(scenario, tmp_path / "slower")
-    Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, clock=platform.clock).run()
-    drift = control_drift(store.summary)
-    assert drift is not None and len(drift.rounds) == 5, drift
-    rounds = store.summary.rounds
-    assert rounds is not None and rounds.control is not None
-    control = store.summary.config(rounds.control.key)
-    assert control is not None
-    for round_ in range(2, 6):
-        curve = sorted(s.offered for s in control.steps if s.round == round_ and not s.probe)
-        assert len(curve) >= 2 and curve[-1] >= 1.25 * curve[0], (round_, curve)  # the lever arm kept
