@@ -84,7 +84,7 @@ def _from_rounds(config: ConfigResult) -> bool:
     """Its knee stands on the rounds fit, with an interval: a knee the fit could not give (its windows did not
     reach the threshold in enough rounds, so a fit would reach far past them) pairs with nothing."""
     knee = config.knee
-    return knee is not None and knee.method == "rounds" and knee.low is not None
+    return knee is not None and knee.method == "rounds" and knee.interval is not None
 
 
 def knee_ratio(a: ConfigResult, b: ConfigResult, threshold: float) -> Estimate | None:

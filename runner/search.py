@@ -174,24 +174,25 @@ class AdaptiveSearch:
                 below = float(min(round(below), int(min(reached)) - 1))
             return below if below >= 1 else None
         highest = max(offered)
-        guess = self._predict(steps)
+        misses = self._near_misses(steps)
+        guess = self._predict(steps, misses)
         if guess is None:
             guess = highest * MAX_GROWTH  # too little load to say anything yet
         busiest = max(s.cpu_utilization_mean for s in steps)
         growth = next(limit for below, limit in NEAR_GROWTH if busiest < below)  # a flat fit aims far too high
-        step = MIN_STEP * (1 + self._near_misses(steps))
+        step = MIN_STEP * (1 + misses)
         guess = min(max(guess, highest * (1 + step)), highest * growth)
         if self.maker.mode == "users":
             guess = float(max(round(guess), int(highest) + 1))
         return guess
 
-    def _predict(self, steps: Sequence[Step]) -> float | None:
-        """Offered load for a utilization just above the threshold: a power law through the informative
-        windows (proportional through the origin when only one says anything)."""
+    def _predict(self, steps: Sequence[Step], near_misses: int = 0) -> float | None:
+        """Offered load for a utilization just above the threshold (further above after `near_misses`): a power
+        law through the informative windows (proportional through the origin when only one says anything)."""
         useful = [s for s in steps if s.cpu_utilization_mean >= MIN_SIGNAL and s.rps > 0 and not s.guards]
         if not useful:
             return None
-        aim = self.threshold + AIM_ABOVE * (1 + self._near_misses(steps))
+        aim = self.threshold + AIM_ABOVE * (1 + near_misses)
         best = max(useful, key=lambda s: s.cpu_utilization_mean)
         exponent = EXPONENT_PRIOR
         fit = power_fit(window_points(useful))
