@@ -103,6 +103,24 @@ def knee_ratio(a: ConfigResult, b: ConfigResult, threshold: float) -> Estimate |
     return jackknife(rounds, ratio)
 
 
+def connection_cost(new: ConfigResult, kept: ConfigResult, threshold: float, connections: float) -> Estimate | None:
+    """Envoy's CPU per new connection in microseconds: what a request of `new` (a connection per request) costs
+    at its knee over what one of `kept` (its keep-alive twin, the same limit) costs at its own, per connection
+    `new` opened per request; both knees from the rounds both were measured in, with the jackknife interval
+    over those rounds. None as for knee_ratio, or when a connection costs nothing measurable."""
+    if not (_from_rounds(new) and _from_rounds(kept)) or connections <= 0:
+        return None
+    points_new, points_kept = _points(new, threshold), _points(kept, threshold)
+    rounds = sorted({p.round for p in points_new} & {p.round for p in points_kept})
+    cores_us = threshold * new.envoy.cpu_cores * 1e6  # a knee's CPU per request is this / the knee
+
+    def cost(selected: Sequence[int]) -> float | None:
+        knee_new, knee_kept = _knee_in(points_new, selected, threshold), _knee_in(points_kept, selected, threshold)
+        return cores_us * (1 / knee_new - 1 / knee_kept) / connections if knee_new and knee_kept else None
+
+    return jackknife(rounds, cost)
+
+
 def per_core_ratio(a: ConfigResult, b: ConfigResult, threshold: float) -> Estimate | None:
     """(knee per core of a) / (knee per core of b): 1.0 when RPS grows in proportion to the CPU limit."""
     ratio = knee_ratio(a, b, threshold)

@@ -7,10 +7,12 @@ seed, and every figure comes from all rounds with an interval from the scatter b
 
 - Round 1 locates each configuration's knee: the adaptive search, stopped once a window below the threshold
   and one at it bracket the knee (runner.search).
-- Later rounds place `windows_per_round` windows over the curve from what the earlier rounds found: one low on
-  it (LEVER_UTILIZATION, the lever arm that fixes the curve's exponent) and one near the threshold (alternating
-  between NEAR_UTILIZATIONS, so a round's intercept is read where the knee is), more spread between them; and
-  a capacity probe while the rate where Envoy breaks is not yet bracketed.
+- Later rounds place `windows_per_round` windows over the curve. The first goes where the run's curve puts
+  LEVER_UTILIZATION (the lever arm that fixes the curve's exponent), or is the control window. What it reads
+  is this round's curve: the machine may have changed speed since the last round, so the other windows are
+  placed from that reading and the run's exponent, one near the threshold (alternating between
+  NEAR_UTILIZATIONS) and more spread between; below the first when it already reads near the threshold.
+  Then a capacity probe while the rate where Envoy breaks is not yet bracketed.
 - The control window: the first configuration at one fixed rate (where round 1 put CONTROL_UTILIZATION), in
   every round. Its CPU per request across rounds is the machine's own drift during the run.
 """
@@ -31,7 +33,11 @@ from runner.search import EXPONENT_BOUNDS, EXPONENT_PRIOR, MIN_SIGNAL, AdaptiveS
 LEVER_UTILIZATION = 0.72  # just inside the fitted range (knee.LOCAL_FLOOR of the threshold)
 NEAR_UTILIZATIONS = (0.86, 0.93)  # either side of the threshold by turns; a window past SATURATED fits nothing
 CONTROL_UTILIZATION = 0.72  # the control is the control configuration's lever window
-MIN_LEVER = 1.3  # a round's highest curve window offers at least this much more than its lowest
+MIN_GAP = 0.12  # a round's windows read at least this far apart in utilization (the lever arm) ...
+MAX_AIM = 0.94  # ... none aiming higher than this (past SATURATED a window fits nothing) ...
+MIN_AIM = 0.64  # ... nor lower than this (knee.ROUNDS_FLOOR of the threshold is 0.6)
+PLACING_EXPONENT = (0.6, 1.1)  # Envoy's cost per request falls a little with load (0.8-0.9 measured): a fit
+# outside these is drift between a round's windows taken for a slope, and would throw a window far off
 MAX_PLANNED_GROWTH = 1.5  # a planned window offers at most this much more than the most any window served
 MIN_PLANNED_SHARE = 0.25  # ... and at least this share of the least any window was offered
 MAX_CAPACITY_PROBES = 3  # capacity probes per configuration after the first round (each a window past the knee)
@@ -51,12 +57,14 @@ def round_order(keys: Sequence[str], seed: int, round_: int) -> list[str]:
 
 @dataclass(frozen=True)
 class VisitPlan:
-    """A round's windows at one configuration: offered loads on the curve (low to high), the capacity probe
-    (None: capacity is bracketed, or closed loop) and the control window's load when this is the control."""
+    """A round's windows at one configuration: the first window's offered load (the control's when `control`),
+    how many windows follow it, placed from what it reads (VisitPlanner.aims, .place), and the capacity probe
+    (None: capacity is bracketed, or closed loop)."""
 
-    curve: list[float]
+    first: float
+    later: int
     probe: float | None = None
-    control: float | None = None
+    control: bool = False
 
 
 def past_the_curve(step: Step) -> bool:
@@ -126,20 +134,48 @@ class VisitPlanner:
         return rps
 
     def plan(self, steps: Sequence[Step], round_: int, control: float | None = None) -> VisitPlan | None:
-        """This round's visit: the curve's windows low to high (`control` replaces the lowest: the control
-        configuration) and a capacity probe. None while the windows do not yet bracket a knee: locate again."""
-        result = find_knee(steps, self.threshold)
-        if result.knee is None:
+        """This round's visit: the first window (`control`, the control configuration's, or the lever), how many
+        follow it, and a capacity probe. None while the windows do not yet bracket a knee: locate again."""
+        if find_knee(steps, self.threshold).knee is None:
             return None
-        levels = [offered for u in self.utilizations(round_) if (offered := self.offered_for(steps, u)) is not None]
-        if control is not None:
-            levels = [control, *levels[1:]] if len(levels) > 1 else [control, *levels]
-        levels = sorted(levels)
-        if len(levels) > 1 and levels[-1] < MIN_LEVER * levels[0]:  # a fit gone flat: keep the lever arm
-            levels[-1] = MIN_LEVER * levels[0]
+        utilizations = self.utilizations(round_)
+        first = control if control is not None else self.offered_for(steps, utilizations[0])
+        if first is None:
+            return None
+        later = len(utilizations) - (0 if control is not None and self.windows == 1 else 1)
         probes = sum(1 for s in steps if s.probe)
         probe = self.capacity_probe(steps) if probes < MAX_CAPACITY_PROBES else None
-        return VisitPlan(levels, probe, control)
+        return VisitPlan(first, later, probe, control is not None)
+
+    def aims(self, round_: int, reading: float, count: int) -> list[float]:
+        """The utilizations of `count` windows after one that read `reading` in this round: up to this round's
+        near utilization, at least MIN_GAP above the reading; below it when that would aim past MAX_AIM."""
+        top = max(NEAR_UTILIZATIONS[round_ % len(NEAR_UTILIZATIONS)], reading + MIN_GAP)
+        if top > MAX_AIM:
+            top = max(min(LEVER_UTILIZATION, reading - MIN_GAP), MIN_AIM)
+        return [reading + (top - reading) * (i + 1) / count for i in range(count)]
+
+    def place(self, steps: Sequence[Step], reading: Step, utilization: float) -> float:
+        """The load at which this round's curve reaches `utilization`: through `reading`, a window of this
+        round, with the run's exponent (the machine's speed moves the curve up or down, not its shape)."""
+        fit = find_knee(steps, self.threshold).fit
+        exponent = fit.exponent if fit is not None and fit.exponent > 0 else EXPONENT_PRIOR
+        exponent = min(max(exponent, PLACING_EXPONENT[0]), PLACING_EXPONENT[1])
+        rps = reading.rps * (utilization / max(reading.cpu_utilization_mean, MIN_SIGNAL)) ** (1 / exponent)
+        least, most = MIN_PLANNED_SHARE * min(s.offered for s in steps), MAX_PLANNED_GROWTH * max(s.rps for s in steps)
+        rps = min(max(rps, least), most)
+        if self.search.maker.mode == "users":
+            return float(max(1, round(reading.users * rps / reading.rps)))
+        return rps
+
+    @staticmethod
+    def retry(offered: float, reading: Step | None) -> float:
+        """The load to measure again at after a window at `offered` went past the curve: RETRY_SHARE of it,
+        or halfway (geometrically) to this round's reading below it when that is lower."""
+        again = offered * RETRY_SHARE
+        if reading is not None and reading.offered < again:
+            return math.sqrt(reading.offered * offered)
+        return again
 
     def capacity_probe(self, steps: Sequence[Step]) -> float | None:
         """A load above the knee while capacity is not bracketed to its resolution (open loop only)."""

@@ -34,7 +34,6 @@ from runner.platforms.base import Platform
 from runner.results import RunStore, finish_result
 from runner.rounds import (
     CONTROL_UTILIZATION,
-    RETRY_SHARE,
     VisitPlan,
     VisitPlanner,
     past_the_curve,
@@ -42,7 +41,7 @@ from runner.rounds import (
     seed_for,
 )
 from runner.scenario import Scenario
-from runner.search import AdaptiveSearch, LevelMaker, Targets, make_search
+from runner.search import AdaptiveSearch, Targets, make_search
 from runner.visit import Visit
 
 
@@ -232,11 +231,11 @@ class Sweep:
         control = self._control(config, record)
         search = make_search(load, threshold, config.envoy_cpu_cores, self._knee_per_core(config),
                              locate_only=record.max_rounds > 1)  # fmt: skip
-        plan = None
         if isinstance(search, AdaptiveSearch) and round_ > 1:
-            plan = VisitPlanner(search, load.windows_per_round).plan(result.steps, round_, control)
-        if plan is not None:
-            return self._measure_plan(plan, search.maker, visit)
+            planner = VisitPlanner(search, load.windows_per_round)
+            plan = planner.plan(result.steps, round_, control)
+            if plan is not None:
+                return self._measure_plan(plan, planner, visit)
         if isinstance(search, AdaptiveSearch):  # locate, with this visit's share of the window budget
             search.targets = replace(search.targets, max_steps=len(result.steps) + load.max_steps)
             level = search.next_level(result.steps)
@@ -254,17 +253,25 @@ class Sweep:
                 level = search.next_level(visit.steps)
         return self._measure_new_control(config, result, record, visit)
 
-    def _measure_plan(self, plan: VisitPlan, maker: LevelMaker, visit: Visit) -> str | None:
-        """A planned visit: the curve's windows (one past the curve measured again lower, once), then the
-        capacity probe."""
-        for offered in plan.curve:
-            is_control = offered == plan.control
-            if (stop := visit.measure(maker.level(offered), control=is_control)) is not None:
+    def _measure_plan(self, plan: VisitPlan, planner: VisitPlanner, visit: Visit) -> str | None:
+        """A planned visit: the first window, the others placed from what it read (this round's curve), each
+        past the curve measured again lower once, then the capacity probe."""
+        level = planner.search.maker.level
+        if (stop := visit.measure(level(plan.first), control=plan.control)) is not None:
+            return stop
+        if past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(plan.first, None)))):
+            return stop
+        reading = visit.steps[-1]
+        count = plan.later if not past_the_curve(reading) else 0
+        for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count) if count else []:
+            offered = planner.place(visit.result.steps, reading, utilization)
+            if (stop := visit.measure(level(offered))) is not None:
                 return stop
-            again = not is_control and past_the_curve(visit.steps[-1])
-            if again and (stop := visit.measure(maker.level(offered * RETRY_SHARE))) is not None:
+            if past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(offered, reading)))):
                 return stop
-        return visit.measure(maker.level(plan.probe), probe=True) if plan.probe is not None else None
+            if not past_the_curve(visit.steps[-1]):
+                reading = visit.steps[-1]
+        return visit.measure(level(plan.probe), probe=True) if plan.probe is not None else None
 
     def _control(self, config: Configuration, record: RoundsRecord) -> float | None:
         """The control window's offered load when `config` is the control configuration and it is known."""

@@ -5,7 +5,8 @@ At a knee Envoy uses the threshold share of its limit, so the CPU it spends per 
 in opening a new connection per request then give the cost of one connection (and over TLS, of one full
 handshake): the difference of their costs per request, divided by the connections each request opened. Both
 are read at their own knees, where Envoy batches differently, so a connection's cost carries that much
-uncertainty. Each profile's knee against the first profile's is the headline's ratio (runner.report.headline),
+uncertainty; with rounds, each round's pair of knees gives a cost and the interval comes from their scatter.
+Each profile's knee against the first profile's is the headline's ratio (runner.report.headline),
 paired round by round when the run had rounds.
 """
 
@@ -15,6 +16,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runner.curve import Estimate
+from runner.figures import connection_cost
 from runner.profiles import TrafficProfile
 from runner.report.headline import Headline, traffic
 from runner.report.rows import ConfigRow
@@ -60,6 +63,7 @@ class ConnectionCost:
     tls: bool
     us_per_connection: float
     kept_us_per_request: float  # the keep-alive twin's CPU per request, for scale
+    interval: Estimate | None = None  # from the rounds both profiles were measured in (runner.figures)
 
     @property
     def what(self) -> str:
@@ -117,9 +121,11 @@ def _connection_costs(rows: Sequence[ProfileRow]) -> list[ConnectionCost]:
         if kept is None or kept.row.cpu_per_request_us is None:
             continue
         extra = (cost - kept.row.cpu_per_request_us) / row.connections_per_request
+        interval = connection_cost(row.row.config, kept.row.config, row.row.threshold, row.connections_per_request)
+        extra = interval.value if interval is not None else extra  # paired: from the rounds both were measured in
         costs.append(
             ConnectionCost(row.row.cpu_cores, kept.row.profile, row.row.profile, profile.tls, extra,
-                           kept.row.cpu_per_request_us)
+                           kept.row.cpu_per_request_us, interval)
         )  # fmt: skip
     return costs
 

@@ -221,6 +221,7 @@ def connection_cost_table(costs: Sequence[ConnectionCost]) -> Table:
         Column("New connection per request", lambda c: c.new, numeric=False),
         Column("Keep-alive twin", lambda c: c.kept, numeric=False),
         Column("Envoy CPU per new connection", lambda c: Cell(fmt.microseconds(c.us_per_connection), strong=True)),
+        Column("95% CI", lambda c: fmt.interval(c.interval.low, c.interval.high, " \u00b5s") if c.interval else "-"),
         Column(
             "In keep-alive requests",
             lambda c: f"{c.what} = {c.requests_equivalent:.1f} {c.kept} requests",

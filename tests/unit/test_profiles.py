@@ -10,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from runner.errors import ScenarioError
 from runner.guards import GuardContext, connections_off_profile
+from runner.knee import find_knee
 from runner.locust import LoadTarget, LocustOptions
 from runner.model import BackendResources, ConfigResult, EnvoyResources, Knee, RunSummary
 from runner.plan import plan_sweep
@@ -184,6 +185,7 @@ def test_the_comparison_gives_each_profiles_cost_and_a_handshakes_worked_out_by_
     assert (cost.new, cost.kept, cost.tls, cost.cpu_cores) == ("tls-new-connection", "tls", True, 0.5)
     assert cost.us_per_connection == pytest.approx(1200.0)
     assert cost.requests_equivalent == pytest.approx(4.0)
+    assert cost.interval is None  # one pass: no rounds to scatter
     # sizing reads the first profile only
     plain, tls = build_series(summary), build_series(summary, "tls")
     assert plain is not None and tls is not None
@@ -210,3 +212,39 @@ def test_compression_is_a_profile_axis_that_reaches_the_load_generator():
     assert default.as_form()["accept_encoding"] == "gzip, deflate, br"  # a profile that says nothing: the scenario's
     with pytest.raises(ValueError, match="plain HTTP with keep-alive"):
         TrafficProfile(name="plain", accept_encoding="identity")
+
+
+def _rounds_config(name: str, knee: float, drifts: list[float]) -> ConfigResult:
+    """Envoy 500m measured in len(drifts) rounds: in round r the curve u = 0.9 (rps / knee_r)^0.8 through
+    windows at 75% and 105% of knee_r = knee / drift_r (a slower machine lowers the knee), no noise."""
+    rates = [(r, share * knee / drift, share) for r, drift in enumerate(drifts, start=1) for share in (0.75, 1.05)]
+    steps = [
+        make_step(i, round=r, users=10, rps=rps, utilization=0.9 * share**0.8,
+                  envoy_cx_rate=rps if "new" in name else 0.0)
+        for i, (r, rps, share) in enumerate(rates)
+    ]  # fmt: skip
+    config = _config(name, 0.5, knee, 1.0 if "new" in name else 0.0)
+    return config.model_copy(update={"steps": steps, "knee": find_knee(steps, 0.9).knee})
+
+
+def test_a_handshakes_cost_has_an_interval_from_the_scatter_between_rounds():
+    # round by round, both profiles see the same machine: tls-new-connection's cost per request is
+    # 0.45e6 / 300 = 1,500 us and tls's 0.45e6 / 1,500 = 300 us at nominal speed, a handshake 1,200 us;
+    # a round on a machine 10% slower raises both and the handshake with them
+    def cost(drifts: list[float]):
+        summary = RunSummary(
+            run_id="r", platform="local", scenario="s", threshold=0.9, started_at="2026-11-24T00:00:00+00:00",
+            configs=[_rounds_config("tls", 1500.0, drifts), _rounds_config("tls-new-connection", 300.0, drifts)],
+        )  # fmt: skip
+        comparison = build_report(summary, headroom=0.3).profiles
+        assert comparison is not None
+        [found] = comparison.connection_costs
+        return found
+
+    steady = cost([1.0, 1.0, 1.0, 1.0])
+    assert steady.interval is not None and steady.interval.rounds == 4
+    assert steady.interval.value == pytest.approx(1200.0, rel=1e-6) == steady.us_per_connection
+    assert steady.interval.low == pytest.approx(1200.0, rel=1e-6) == steady.interval.high
+    drifting = cost([0.9, 1.0, 1.1, 1.0])
+    assert drifting.interval is not None and drifting.interval.low < 1200.0 < drifting.interval.high
+    assert 0.05 < drifting.interval.half_width < 0.3  # the rounds' +-10% is in it, t(3) widened
