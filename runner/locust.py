@@ -30,6 +30,10 @@ CONNECTIONS_PATH = "/gateway-sizer/connections"  # locustfiles/connection_holder
 PROBE_PATH = "/gateway-sizer/probe"  # locustfiles/route_probe.py
 READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
 STATS_EXTENSION = "gateway_sizer_stats.py"
+GUARD_EXTENSION = "gateway_sizer_guard.py"  # who may drive the master, where the load may go
+TARGETS_ENV = "GATEWAY_SIZER_TARGETS"  # the names locustfiles/gateway_sizer_guard.py reads
+TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
+TOKEN_HEADER = "X-Gateway-Sizer-Token"
 WEB_PORT = 8089
 MASTER_PORT = 5557
 LOG_LEVEL = "WARNING"
@@ -112,9 +116,15 @@ class LoadTarget:
 
 
 def locustfile_arg(locustfile: Path) -> str:
-    """`-f` value: the locustfile plus the stats extension that lives beside gateway.py."""
-    extension = LOCUSTFILE_DIR / STATS_EXTENSION
-    return f"{locustfile},{extension}" if locustfile.name != STATS_EXTENSION else str(locustfile)
+    """`-f` value: the locustfile plus the stats and guard extensions that live beside gateway.py."""
+    extensions = [str(LOCUSTFILE_DIR / name) for name in (STATS_EXTENSION, GUARD_EXTENSION) if name != locustfile.name]
+    return ",".join([str(locustfile), *extensions])
+
+
+def guard_env(targets: list[str], token: str | None = None) -> dict[str, str]:
+    """The environment that closes a Locust to everyone but its run (locustfiles/gateway_sizer_guard.py): load
+    only to `targets`; with `token`, commands only from whoever holds it."""
+    return {TARGETS_ENV: ",".join(targets), **({TOKEN_ENV: token} if token else {})}
 
 
 def master_args(
@@ -298,14 +308,17 @@ class ProbeResult:
 class LocustMaster:
     """Client of a Locust master's web API (directly, or through the Kubernetes API server's proxy)."""
 
-    def __init__(self, base_url: str, session: requests.Session | RetryingClient | None = None) -> None:
+    def __init__(
+        self, base_url: str, session: requests.Session | RetryingClient | None = None, token: str | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.client = session if isinstance(session, RetryingClient) else RetryingClient(session)
         self._beat = self.client.sibling(budget_s=0.0)  # the heartbeat thread's own; a missed beat is just missed
+        self.headers = {TOKEN_HEADER: token} if token else {}  # the master obeys only its run (guard extension)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         try:
-            response = self.client.request(method, self.base_url + path, **kwargs)
+            response = self.client.request(method, self.base_url + path, headers=self.headers, **kwargs)
         except requests.RequestException as error:
             raise UnreachableError(
                 f"Locust master at {self.base_url} unreachable ({type(error).__name__})",
@@ -379,9 +392,10 @@ class LocustMaster:
     def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None:
         """Tell the master the runner is alive; it stops the load after `timeout_s` without one."""
         try:
-            response = self._beat.post(
-                self.base_url + HEARTBEAT_PATH, json={"timeout_s": timeout_s, "state": state}, timeout=timeout(5.0)
-            )
+            response = self._beat.request(
+                "POST", self.base_url + HEARTBEAT_PATH, json={"timeout_s": timeout_s, "state": state},
+                headers=self.headers, timeout=timeout(5.0),
+            )  # fmt: skip
         except requests.RequestException as error:
             raise UnreachableError(
                 f"Locust master at {self.base_url} missed a heartbeat ({type(error).__name__})"

@@ -1,5 +1,6 @@
 """Faults injected for real into sweeps on the one-machine cluster: the API server paused for 30 s in a
-measuring window, a rollout that can never complete, the runner killed with SIGKILL under load.
+measuring window, a rollout that can never complete, the runner stopped with Ctrl-C or SIGTERM and killed with
+SIGKILL under load.
 
 Each test prints the figures it measured (run pytest with -s to see them). Needs root.
 """
@@ -22,7 +23,8 @@ from runner.heartbeat import HEARTBEAT_INTERVAL_S, HEARTBEAT_TIMEOUT_S
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.lease import lease_name
-from runner.platforms.kubernetes.objects import MANAGED_BY
+from runner.platforms.kubernetes.loadgen import TOKEN_SECRET
+from runner.platforms.kubernetes.objects import MANAGED_BY, run_hash
 from support.cluster import (
     ENVOY,
     NGINX,
@@ -215,17 +217,12 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
         if run.poll() is None:
             run.kill()
             run.communicate()
-    # Envoy's counter from a scrape two intervals after the load stopped (a request sent as it stopped is in), then
-    # from one QUIET_S later: what Envoy served in between
-    then = until(_envoy_requests, 60, "Envoy's requests scraped after the load stopped", poll_s=1.0,
-                 ready=lambda sample: sample[0] >= stopped_at + 2 * ENVOY_SCRAPE_S)  # fmt: skip
-    later = until(_envoy_requests, 60, f"Envoy's requests scraped {QUIET_S:g} s after that", poll_s=1.0,
-                  ready=lambda sample: sample[0] >= then[0] + QUIET_S)  # fmt: skip
-    grown = later[1] - then[1]
+    # what Envoy served over QUIET_S from a scrape two intervals after the load stopped (a request sent as it
+    # stopped is in the first)
+    grown = _envoy_quiet_after(stopped_at)
     print(
         f"\nrunner SIGKILLed at {loaded['user_count']} users: the master stopped the load after {stopped_after:.1f} s "
-        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in "
-        f"{later[0] - then[0]:.0f} s"
+        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in {QUIET_S:g} s"
     )
     # the dead-man switch did it: not before the runner could have been silent that long, not much after
     assert HEARTBEAT_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 3 <= stopped_after <= HEARTBEAT_TIMEOUT_S + 5
@@ -244,6 +241,49 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     assert restored.returncode == 0, restored.stderr
     assert "restored resources and args of DaemonSet projectcontour/envoy" in restored.stdout
     _assert_restored(admin, before)
+
+
+def _envoy_quiet_after(ended_at: float) -> float:
+    """The requests Envoy served over QUIET_S, from a scrape two intervals after `ended_at` (wall clock)."""
+    then = until(_envoy_requests, 60, "Envoy's requests scraped after the run ended", poll_s=1.0,
+                 ready=lambda sample: sample[0] >= ended_at + 2 * ENVOY_SCRAPE_S)  # fmt: skip
+    later = until(_envoy_requests, 60, f"Envoy's requests scraped {QUIET_S:g} s after that", poll_s=1.0,
+                  ready=lambda sample: sample[0] >= then[0] + QUIET_S)  # fmt: skip
+    return later[1] - then[1]
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_and_sigterm_stop_the_load_restore_the_gateway_and_remove_every_object_of_the_run(
+    cluster, tmp_path, signum
+):
+    kubeconfig, admin = cluster
+    before = _gateway(admin)
+    scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15], "load.step_seconds": 30, "load.rounds": 1})
+    run = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path / "results")
+    try:
+        run_dir = run_dir_of(tmp_path / "results")
+        wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
+                       timeout_s=900, what="a measuring window under load")  # fmt: skip
+        assert workloads.changed_by(admin, ENVOY) == run_dir.name  # patched while it runs
+        run.send_signal(signum)
+        _, stderr = run.communicate(timeout=600)
+        ended_at = time.time()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    name = signal.Signals(signum).name
+    assert run.returncode == 128 + signum, stderr[-2000:]
+    assert f"interrupted by {name}" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    _assert_restored(admin, before)  # resources, args, replicas; no Locust Deployment, no Lease
+    token = f"{TOKEN_SECRET}-{run_hash(run_dir.name)}"  # the master's command token: gone with the rest
+    with pytest.raises(client.ApiException) as gone:
+        admin.core.read_namespaced_secret(token, "gateway-loadtest")
+    assert gone.value.status == 404
+    assert _envoy_quiet_after(ended_at) == 0  # no load left running
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and name in summary["reason"]
 
 
 def _envoy_cpu_cgroups() -> list[Path]:

@@ -84,3 +84,23 @@ def test_plain_backend_manifests_are_the_chart_with_default_values(built_tools):
     bodies = from_plain[("ConfigMap", "nginx-bodies")]["binaryData"]
     assert {key: len(body) for key, body in bodies.items()} == {"body-1024": 1024, "body-16384": 16384,
                                                                "body-262144": 262144}  # fmt: skip
+
+
+def test_the_charts_locust_serves_its_web_ui_inside_its_pod_only_and_loads_its_host_only(built_tools):
+    # issue 23: a master with --web-host=0.0.0.0 behind a Service took POST /swarm with any host from any pod
+    guard = PROJECT_ROOT / "locustfiles/gateway_sizer_guard.py"
+    values = ["--set", "locust.enabled=true", "--set", "locust.host=http://envoy.example:8080",
+              "--set-file", f"locust.extraFiles.gateway_sizer_guard\\.py={guard}"]  # fmt: skip
+    chart = str(PROJECT_ROOT / "charts/gateway-loadtest")
+    rendered = run([str(built_tools["helm"]), "template", "t", chart, *values], timeout=120).stdout
+    objects = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered) if d}
+    service = objects[("Service", "locust-master")]
+    assert [p["port"] for p in service["spec"]["ports"]] == [5557]  # the workers' port; no web UI to the cluster
+    for name in ("locust-master", "locust-worker"):
+        [container] = objects[("Deployment", name)]["spec"]["template"]["spec"]["containers"]
+        assert container["args"][0] == "--locustfile=/locust/locustfile.py,/locust/gateway_sizer_guard.py"
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["GATEWAY_SIZER_TARGETS"] == "http://envoy.example:8080"
+    [master] = objects[("Deployment", "locust-master")]["spec"]["template"]["spec"]["containers"]
+    assert "--web-host=127.0.0.1" in master["args"] and "web" not in {p["name"] for p in master["ports"]}
+    assert objects[("ConfigMap", "locustfile")]["data"]["gateway_sizer_guard.py"] == guard.read_text()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from kubernetes.client.rest import ApiException
 
 from runner.errors import UsageError
+from runner.locust import TARGETS_ENV, TOKEN_ENV
 from runner.platforms.kubernetes.connection import NotFoundError
 from runner.platforms.kubernetes.loadgen import ClusterLocust, LocustNames, create_locust
 from runner.platforms.kubernetes.objects import GATEWAY_LABEL, RUN_LABEL, gateway_key
 from runner.platforms.kubernetes.originals import ClusterChanges, delete_created, undo
 from runner.scenario import parse_scenario
-from support.k8s import LOCUST_RUN, LOCUSTFILE, locust_spec
+from support.k8s import LOCUST_RUN, LOCUST_TOKEN, LOCUSTFILE, locust_spec
 
 pytestmark = pytest.mark.kubernetes
 
@@ -21,7 +24,9 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     spec = locust_spec(namespace)
     names = spec.names
     create_locust(admin, spec, changes)
-    assert [c["name"] for c in changes.created] == [names.configmap, names.master, names.master, names.worker]
+    assert [c["name"] for c in changes.created] == [names.token, names.configmap, names.master, names.master,
+                                                    names.worker]  # fmt: skip
+    assert changes.created[0]["uid"]  # a Secret is deleted with its uid as a precondition: the runner reads none
     assert names.master == "locust-master-" + names.master.rsplit("-", 1)[1] and len(names.master) == 22
 
     files = admin.core.read_namespaced_config_map(names.configmap, namespace).data
@@ -42,8 +47,14 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     assert container.args[:2] == [
         "-f",
         "/home/locust/locustfiles/gateway.py,/home/locust/locustfiles/gateway_sizer_stats.py,"
+        "/home/locust/locustfiles/gateway_sizer_guard.py,"  # commands from the run only, load to its targets only
         "/home/locust/locustfiles/gateway_sizer_fetch.py",  # the master's GET through the gateway
     ]
+    env = {e.name: e for e in container.env}
+    assert env[TARGETS_ENV].value == "http://envoy.projectcontour.svc.cluster.local"
+    reference = env[TOKEN_ENV].value_from.secret_key_ref
+    token = admin.core.read_namespaced_secret(reference.name, namespace).data[reference.key]
+    assert reference.name == names.token and base64.b64decode(token).decode() == LOCUST_TOKEN
     assert "--master" in container.args and container.args[-1] == "LeanGatewayUser"
     assert container.args[container.args.index("--host") + 1] == "http://envoy.projectcontour.svc.cluster.local"
     assert container.args[container.args.index("--request-path") + 1] == "/index.html"
@@ -57,12 +68,16 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     worker = workers.spec.template.spec.containers[0]
     assert worker.args[worker.args.index("--master-host") + 1] == names.master
     assert worker.resources.limits == worker.resources.requests == {"cpu": "1", "memory": "512Mi"}
+    worker_env = {e.name: e.value for e in worker.env}
+    assert worker_env[TARGETS_ENV] == "http://envoy.projectcontour.svc.cluster.local" and TOKEN_ENV not in worker_env
+    assert "/home/locust/locustfiles/gateway_sizer_guard.py" in worker.args[1]
 
     undo(admin, changes, timeout_s=1, wait=False)
     assert changes.created == []
     for read, name in (
         (admin.core.read_namespaced_config_map, names.configmap),
         (admin.core.read_namespaced_service, names.master),
+        (admin.core.read_namespaced_secret, names.token),
     ):
         with pytest.raises(ApiException) as gone:
             read(name, namespace)
@@ -106,8 +121,12 @@ def test_leftovers_of_a_killed_run_on_the_same_gateway_are_found_by_labels_and_r
             f"Deployment {namespace}/{old.worker}",
             f"Service {namespace}/{old.master}",
             f"ConfigMap {namespace}/{old.configmap}",
+            f"Secret {namespace}/{old.token}",  # found by its master's name: the runner lists no Secret
         ]
     )
+    with pytest.raises(ApiException):
+        admin.core.read_namespaced_secret(old.token, namespace)
+    assert admin.core.read_namespaced_secret(elsewhere.names.token, namespace)
     # the objects of a run on another gateway are not leftovers of this one
     left = {d.metadata.name for d in admin.apps.list_namespaced_deployment(namespace).items}
     assert left == {elsewhere.names.master, elsewhere.names.worker}
@@ -119,12 +138,13 @@ def test_an_object_with_the_run_name_made_by_someone_else_is_left_alone(admin, n
     changes = ClusterChanges(tmp_path / "originals.json")
     with pytest.raises(UsageError, match=f"ConfigMap {namespace}/{spec.names.configmap} exists and was not made by"):
         create_locust(admin, spec, changes)
-    assert changes.created == []
+    assert [c["kind"] for c in changes.created] == ["Secret"]  # the token, made before: ours, for undo to delete
     # a tampered originals file that names it: undo leaves it alone too (no managed-by labels)
     changes.created.append({"kind": "ConfigMap", "namespace": namespace, "name": spec.names.configmap})
     done = undo(admin, changes, timeout_s=1, wait=False)
     assert done == [
-        f"left ConfigMap {namespace}/{spec.names.configmap} alone: it lacks gateway-sizer's managed-by labels"
+        f"deleted Secret {namespace}/{spec.names.token}",
+        f"left ConfigMap {namespace}/{spec.names.configmap} alone: it lacks gateway-sizer's managed-by labels",
     ]
     assert admin.core.read_namespaced_config_map(spec.names.configmap, namespace).data == {"a": "b"}
 

@@ -38,6 +38,8 @@ def test_auto_plans_and_creates_100_worker_pods(admin, namespace, tmp_path, monk
         worker_resources=resources_for(1.0, 512 * 2**20),
         run_id="20261123-000000-auto",
         gateway=gateway_key("projectcontour", "envoy"),
+        targets=(scenario.kubernetes.gateway_url,),
+        token="t",
     )
     create_locust(admin, spec, ClusterChanges(tmp_path / "originals.json"))
     workers = admin.apps.read_namespaced_deployment(spec.names.worker, namespace)

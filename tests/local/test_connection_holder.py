@@ -134,7 +134,10 @@ def test_the_holder_refuses_what_it_cannot_hold_and_counts_failed_connections(te
     ):
         with pytest.raises(LoadGeneratorError, match=message):
             master.hold_connections(count, url, HOST, **{"refresh_s": 20, "open_rate": 100, **kwargs})
-    master.hold_connections(40, f"http://127.0.0.1:{free_port()}", HOST, refresh_s=20, open_rate=1000)
+    with pytest.raises(LoadGeneratorError, match="refused: this Locust sends load only to its gateway-sizer run"):
+        master.hold_connections(40, f"http://127.0.0.1:{free_port()}", HOST, refresh_s=20, open_rate=1000)
+    testbed.scale_backend(0)  # nothing listens at the backend's address now, one of the run's targets
+    master.hold_connections(40, testbed.backend_url(0), HOST, refresh_s=20, open_rate=1000)
     refused = _settled(master)
     assert (refused.held, refused.opened, refused.failed) == (0, 0, 40), refused
     assert "ConnectionRefusedError" in (refused.last_error or ""), refused

@@ -22,6 +22,7 @@ from support.project import LOCUSTFILES
 ORIGINAL = {"requests": {"cpu": "100m"}}  # Envoy's resources in `gateway`
 LOCUSTFILE = LOCUSTFILES / "gateway.py"
 LOCUST_RUN = "20261122-000000-test"  # the run a `locust_spec` belongs to unless it says
+LOCUST_TOKEN = "a-token-of-the-test-run"  # what a `locust_spec` master takes commands with
 TESTBED_SERVICES = [{"name": "nginx", "port": 80}]  # the test bed's HTTPProxy routes to them
 
 
@@ -143,6 +144,8 @@ def locust_spec(
         worker_resources=resources_for(1.0, 512 * 2**20),
         run_id=run_id,
         gateway=gateway_key(*gateway.split("/")),
+        targets=("http://envoy.projectcontour.svc.cluster.local",),
+        token=LOCUST_TOKEN,
     )
 
 

@@ -53,3 +53,11 @@ def test_the_locustfile_takes_every_option_the_adapter_sends_and_defines_its_use
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
     assert set(locust.USER_CLASSES.values()) <= classes
     assert set(_constants(tree)["ARRIVALS"]) == set(get_args(ArrivalModel))  # type: ignore[call-overload]
+
+
+def test_the_guard_extension_reads_the_names_the_runner_sets():
+    names = _constants(_module(locust.GUARD_EXTENSION))
+    assert (names["TARGETS_ENV"], names["TOKEN_ENV"], names["TOKEN_HEADER"]) == (
+        locust.TARGETS_ENV, locust.TOKEN_ENV, locust.TOKEN_HEADER,
+    )  # fmt: skip
+    assert locust.GUARD_EXTENSION in locust.locustfile_arg(LOCUSTFILE_DIR / "gateway.py")

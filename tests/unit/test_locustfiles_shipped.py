@@ -27,10 +27,12 @@ def test_the_configmap_carries_the_stats_extension_and_every_module_it_imports()
         user_class="LeanGatewayUser", locustfile=LOCUSTFILE_DIR / "gateway.py",
         options=LocustOptions("external.nginx", "/"), gateway_url="http://envoy.projectcontour.svc.cluster.local",
         workers=1, worker_resources={}, run_id="run", gateway="projectcontour-envoy",
+        targets=("http://envoy.projectcontour.svc.cluster.local",), token="t",
     )  # fmt: skip
     files = spec.configmap()["data"]
-    assert {"gateway_sizer_stats.py", "connection_holder.py", "route_probe.py", "plain_http.py"} <= set(files)
-    needed, todo = set(), ["gateway.py", "gateway_sizer_stats.py"]
+    assert {"gateway_sizer_stats.py", "gateway_sizer_guard.py", "connection_holder.py", "route_probe.py",
+            "plain_http.py"} <= set(files)  # fmt: skip
+    needed, todo = set(), ["gateway.py", "gateway_sizer_stats.py", "gateway_sizer_guard.py"]
     while todo:  # the modules reached from the two files the master loads
         name = todo.pop()
         needed.add(name)

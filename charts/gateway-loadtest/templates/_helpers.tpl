@@ -10,3 +10,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "gateway-loadtest.image" -}}
 {{ printf "%s:%s" .repository .tag }}
 {{- end }}
+
+{{/*
+Locust's --locustfile: the locustfile, and the guard extension (load to locust.host only) when it is among
+extraFiles (--set-file 'locust.extraFiles.gateway_sizer_guard\.py=locustfiles/gateway_sizer_guard.py').
+*/}}
+{{- define "gateway-loadtest.locustfiles" -}}
+/locust/locustfile.py{{ if hasKey .extraFiles "gateway_sizer_guard.py" }},/locust/gateway_sizer_guard.py{{ end }}
+{{- end }}

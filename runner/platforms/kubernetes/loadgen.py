@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +20,12 @@ from typing import Any
 
 from runner.errors import PlatformError, UsageError
 from runner.locust import (
+    GUARD_EXTENSION,
     MASTER_PORT,
     READY_PATH,
     STATS_EXTENSION,
+    TARGETS_ENV,
+    TOKEN_ENV,
     WEB_PORT,
     LocustMaster,
     LocustOptions,
@@ -49,11 +53,14 @@ from runner.scenario import Scenario
 MASTER = "locust-master"  # each name is followed by the run's hash: locust-master-1a2b3c4d
 WORKER = "locust-worker"
 CONFIGMAP = "gateway-sizer-locustfiles"
+TOKEN_SECRET = "gateway-sizer-locust-token"  # the master's command token (locustfiles/gateway_sizer_guard.py)
+TOKEN_KEY = "token"
 FETCH_EXTENSION = "gateway_sizer_fetch.py"  # the master's GET through the gateway (gateway_check.py)
 # Shipped from locustfiles/ whatever folder the scenario's locustfile is in: the master's extensions and
 # the lean client they use.
 EXTENSION_MODULES = (
     STATS_EXTENSION,
+    GUARD_EXTENSION,
     FETCH_EXTENSION,
     "connection_holder.py",
     "route_probe.py",
@@ -91,6 +98,10 @@ class LocustNames:
     def configmap(self) -> str:
         return f"{CONFIGMAP}-{run_hash(self.run_id)}"
 
+    @property
+    def token(self) -> str:
+        return f"{TOKEN_SECRET}-{run_hash(self.run_id)}"
+
 
 @dataclass(frozen=True)
 class LocustDeployment:
@@ -107,6 +118,8 @@ class LocustDeployment:
     worker_resources: dict[str, Any]
     run_id: str
     gateway: str  # gateway_key() of the gateway under load
+    targets: tuple[str, ...]  # the only URLs the master and the workers send to (the guard extension)
+    token: str  # what the master takes commands with, kept in a Secret
 
     @property
     def names(self) -> LocustNames:
@@ -116,7 +129,18 @@ class LocustDeployment:
         return run_labels(component, self.run_id, self.gateway)
 
     def _files(self, *extensions: str) -> str:
-        return ",".join(f"{MOUNT}/{name}" for name in (self.locustfile.name, STATS_EXTENSION, *extensions))
+        names = (self.locustfile.name, STATS_EXTENSION, GUARD_EXTENSION, *extensions)
+        return ",".join(f"{MOUNT}/{name}" for name in names)
+
+    def token_secret(self) -> dict[str, Any]:
+        """The Secret the master reads its command token from (the runner holds the same token)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": self.names.token, "namespace": self.namespace, "labels": self.labels(MASTER)},
+            "type": "Opaque",
+            "stringData": {TOKEN_KEY: self.token},
+        }
 
     def configmap(self) -> dict[str, Any]:
         """The locustfile's folder, and the master's extensions with the modules they import."""
@@ -136,13 +160,20 @@ class LocustDeployment:
         }
 
     def _pod(self, component: str, args: list[str], resources: dict[str, Any], ports: list[dict[str, Any]]) -> dict:
+        env: list[dict[str, Any]] = [
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": TARGETS_ENV, "value": ",".join(self.targets)},
+        ]
+        if component == MASTER:
+            secret = {"name": self.names.token, "key": TOKEN_KEY}
+            env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": secret}})
         container = {
             "name": "locust",
             "image": self.image,
             "imagePullPolicy": self.pull_policy,
             "args": args,
             "workingDir": MOUNT,
-            "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+            "env": env,
             "ports": ports,
             "resources": resources,
             "volumeMounts": [{"name": "locustfiles", "mountPath": MOUNT, "readOnly": True}],
@@ -198,8 +229,9 @@ class LocustDeployment:
 
 
 def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChanges) -> None:
-    """Create the ConfigMap, master, Service and workers, recording each before it exists."""
+    """Create the token's Secret, the ConfigMap, master, Service and workers, recording each before it exists."""
     creators: list[tuple[str, dict[str, Any], Callable[..., Any]]] = [
+        ("Secret", spec.token_secret(), cluster.core.create_namespaced_secret),
         ("ConfigMap", spec.configmap(), cluster.core.create_namespaced_config_map),
         ("Deployment", spec.master(), cluster.apps.create_namespaced_deployment),
         ("Service", spec.service(), cluster.core.create_namespaced_service),
@@ -217,8 +249,13 @@ def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChan
             changes.created.append(record)
             changes.save()
         try:
-            call(f"create {kind} {spec.namespace}/{name}", create, spec.namespace, body)
+            made: Any = call(f"create {kind} {spec.namespace}/{name}", create, spec.namespace, body)
+            if kind == "Secret":  # deleted with its uid as a precondition (originals.delete_created)
+                changes.created[changes.created.index(record)] = {**record, "uid": made.metadata.uid}
+                changes.save()
         except ConflictError:  # there already: ours when a retried create's first attempt got through
+            if kind == "Secret":  # unreadable to the runner by design; its name carries this run's hash
+                continue
             found: Any = call(f"read {kind} {spec.namespace}/{name}", readers[kind], name, spec.namespace)
             labels = found.metadata.labels or {}
             if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
@@ -243,11 +280,14 @@ class ClusterLocust:
         self.changes = changes
         self.worker_cpu_cores: float | None = None
 
-    def start(self, cluster: Cluster) -> LocustMaster:
-        """Create this run's Locust and return the client of its master. Call it holding the gateway's
-        Lease: every other Locust object labelled with the gateway is then a leftover, and is deleted."""
+    def start(self, cluster: Cluster, targets: tuple[str, ...]) -> LocustMaster:
+        """Create this run's Locust, closed to everyone but this run: load only to `targets`, commands only with
+        a token made here (locustfiles/gateway_sizer_guard.py). Returns the client of its master. Call it
+        holding the gateway's Lease: every other Locust object labelled with the gateway is then a leftover,
+        and is deleted."""
         k8s, load = self.scenario.kubernetes, self.scenario.load
         defaults = self._defaults(cluster)
+        token = secrets.token_urlsafe(32)
         spec = LocustDeployment(
             namespace=k8s.namespace,
             image=k8s.locust_image or defaults.get("locust-image", DEFAULT_LOCUST_IMAGE),
@@ -260,13 +300,15 @@ class ClusterLocust:
             worker_resources=self._worker_resources(defaults),
             run_id=self.run_id,
             gateway=self.gateway,
+            targets=targets,
+            token=token,
         )
         self.remove_leftovers(cluster)
         create_locust(cluster, spec, self.changes)
         master = Workload("Deployment", k8s.namespace, self.names.master, "locust")
         workloads.wait_rolled_out(cluster, master, k8s.rollout_timeout_s)
         url = cluster.service_proxy_url(k8s.namespace, self.names.master, WEB_PORT)
-        locust = LocustMaster(url, session=cluster.client())
+        locust = LocustMaster(url, session=cluster.client(), token=token)
         try:
             locust.wait_for_workers(load.workers, WORKERS_TIMEOUT_S)
         except Exception as error:
@@ -325,4 +367,9 @@ class ClusterLocust:
                     self.changes.created.remove(record)
                     self.changes.save()
                 deleted.append(f"{kind} {ns}/{name}")
+                if kind == "Deployment" and name.startswith(f"{MASTER}-"):  # its token: the runner lists no Secret
+                    secret = {"kind": "Secret", "namespace": ns, "name": f"{TOKEN_SECRET}-{name[len(MASTER) + 1 :]}"}
+                    with contextlib.suppress(NotFoundError):
+                        delete_created(cluster, secret)
+                        deleted.append(f"Secret {ns}/{secret['name']}")
         return deleted

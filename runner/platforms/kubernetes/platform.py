@@ -77,8 +77,13 @@ class KubernetesPlatform(Platform):
         self.claim(cluster)
         self._metrics = self._connect_prometheus(cluster)
         self.tls.create(cluster)  # Contour programs it while Locust starts
-        self._locust = self.loadgen.start(cluster)
+        self._locust = self.loadgen.start(cluster, self.load_targets())
         self.tls.wait_valid(cluster)
+
+    def load_targets(self) -> tuple[str, ...]:
+        """Where this run's Locust may send: the gateway, its TLS listener and (for the baseline) the backend."""
+        endpoints = self.endpoints
+        return endpoints.gateway, tls_url(endpoints.gateway), endpoints.backend
 
     def claim(self, cluster: Cluster) -> None:
         """Find the workloads, take the gateway's Lease (one line naming the holder when another run is on

@@ -28,6 +28,18 @@ _V1_CPUSET = "cpuset"  # optional: without it, no CPU pinning (isolation), the r
 _REMOVE_TIMEOUT_S = 5.0
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A container's CPU and memory limits, as a pod spec gives them (None: no limit)."""
+
+    cpu_cores: float | None = None
+    memory_bytes: int | None = None
+
+    def apply(self, cgroup: Cgroup) -> None:
+        cgroup.set_cpu_limit(self.cpu_cores)
+        cgroup.set_memory_limit(self.memory_bytes)
+
+
 class Cgroup(Protocol):
     """One container's cgroup."""
 

@@ -13,11 +13,13 @@ from runner.locust import (
     READY_PATH,
     LocustMaster,
     LocustOptions,
+    guard_env,
     local_command,
     locustfile_arg,
     master_args,
     worker_args,
 )
+from runner.platforms.local.cgroups import Limits
 from runner.platforms.local.layout import BACKEND_NAMESPACE, LOOPBACK, MASTER_POD, NOFILE, START_TIMEOUT_S, WORKER_POD
 from runner.platforms.local.processes import ManagedProcess, http_ok, nofile_limit, wait_until
 
@@ -37,7 +39,8 @@ class LocustSetup:
 class LocalLocust:
     """One setup's master and workers. `run(pod, namespace, container, argv, **options)` starts a process in the
     pod's cgroup and `remove(pod)` stops it and removes the cgroup (the test bed's); the master serves its web UI
-    at `web_url` (port `web_port`) and takes workers on `master_port`; users target `gateway_url`."""
+    at `web_url` (port `web_port`) and takes workers on `master_port`; users target `gateway_url`, and neither
+    the master nor a worker sends to anything but `targets` (locustfiles/gateway_sizer_guard.py)."""
 
     setup: LocustSetup
     run: Callable[..., ManagedProcess]
@@ -46,6 +49,7 @@ class LocalLocust:
     web_url: str
     web_port: int
     master_port: int
+    targets: tuple[str, ...]
 
     def start(self, timeout_s: float, on_shortfall: Callable[[], None]) -> LocustMaster:
         """The master and every worker; waits up to `timeout_s` for them all (`on_shortfall` first, when they
@@ -93,6 +97,7 @@ class LocalLocust:
             local_command(args),
             cwd=setup.locustfile.parent,
             nofile=nofile_limit(NOFILE),
+            env=guard_env(list(self.targets)),
         )
         ready = http_ok(f"{self.web_url}{READY_PATH}")
         wait_until(ready, what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
@@ -102,4 +107,4 @@ class LocalLocust:
         files = locustfile_arg(setup.locustfile)
         args = worker_args(files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.master_port)
         self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent,
-                 cpu_cores=setup.worker_cpu_cores)  # fmt: skip
+                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=guard_env(list(self.targets)))  # fmt: skip

@@ -20,7 +20,7 @@ from runner.certificates import CertificateFiles
 from runner.errors import PlatformError, UsageError
 from runner.locust import LocustMaster
 from runner.platforms.local import binaries, envoy, nginx, prometheus
-from runner.platforms.local.cgroups import Cgroup, CgroupDriver, detect_driver
+from runner.platforms.local.cgroups import Cgroup, CgroupDriver, Limits, detect_driver
 from runner.platforms.local.exporter import write_registry
 from runner.platforms.local.layout import (
     BACKEND_NAMESPACE,
@@ -126,14 +126,14 @@ class LocalTestbed:
         namespace: str,
         container: str,
         argv: list[str],
-        cpu_cores: float | None = None,
+        limits: Limits | None = None,
         **kwargs: object,
     ) -> ManagedProcess:
-        """Start a process in the pod's cgroup, with `cpu_cores` as its CPU limit when given (else the cgroup's
-        limit stays as it is: nginx and Envoy set theirs before)."""
+        """Start a process in the pod's cgroup, with `limits` written into it first when given (a pod without
+        them keeps its cgroup's, as the exporter and Prometheus do: none)."""
         entry = self._container(namespace, pod, container)
-        if cpu_cores is not None:
-            entry.cgroup.set_cpu_limit(cpu_cores)
+        if limits is not None:
+            limits.apply(entry.cgroup)
         entry.process = self.supervisor.start(pod, argv, cgroup=entry.cgroup, **kwargs)  # type: ignore[arg-type]
         self._publish()
         return entry.process
@@ -219,10 +219,8 @@ class LocalTestbed:
                 continue
             prefix = self.workdir / replica.name
             config = nginx.prepare(replica, prefix)
-            entry = self._container(BACKEND_NAMESPACE, replica.name, "nginx")
-            entry.cgroup.set_cpu_limit(cpu_cores)
-            entry.cgroup.set_memory_limit(memory_bytes)
-            process = self._run(replica.name, BACKEND_NAMESPACE, "nginx", nginx.command(binary, prefix, config))
+            process = self._run(replica.name, BACKEND_NAMESPACE, "nginx", nginx.command(binary, prefix, config),
+                                Limits(cpu_cores, memory_bytes))  # fmt: skip
             wait_until(
                 http_ok(self.backend_url(replica.index) + "/")
                 if response_status == 200
@@ -269,11 +267,9 @@ class LocalTestbed:
             return
         self._remove(ENVOY_POD)
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
-        entry = self._container(ENVOY_NAMESPACE, ENVOY_POD, ENVOY_CONTAINER)
-        entry.cgroup.set_cpu_limit(cpu_cores)
-        entry.cgroup.set_memory_limit(memory_bytes)
         argv = envoy.command(binaries.envoy(), config, concurrency)
-        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, argv, nofile=nofile_limit(NOFILE))
+        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, argv, Limits(cpu_cores, memory_bytes),
+                            nofile=nofile_limit(NOFILE))  # fmt: skip
         wait_until(
             http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"),
             what="Envoy",
@@ -309,9 +305,10 @@ class LocalTestbed:
     def start_locust(self, setup: LocustSetup, timeout_s: float = START_TIMEOUT_S) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup; waits up to
         `timeout_s` for them all."""
+        targets = (self.gateway_url, self.gateway_tls_url, self.backend_url(0))  # nowhere else (guard extension)
         self._locust = LocalLocust(
             setup, self._run, self._remove, self.gateway_url, self.locust_url, self.ports.locust_web,
-            self.ports.locust_master,
+            self.ports.locust_master, targets,
         )  # fmt: skip
         return self._locust.start(timeout_s, on_shortfall=self.check)
 
