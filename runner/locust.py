@@ -313,12 +313,13 @@ class LocustMaster:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.client = session if isinstance(session, RetryingClient) else RetryingClient(session)
+        if token:  # every call carries it: the master obeys only its run (locustfiles/gateway_sizer_guard.py)
+            self.client.session.headers[TOKEN_HEADER] = token
         self._beat = self.client.sibling(budget_s=0.0)  # the heartbeat thread's own; a missed beat is just missed
-        self.headers = {TOKEN_HEADER: token} if token else {}  # the master obeys only its run (guard extension)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         try:
-            response = self.client.request(method, self.base_url + path, headers=self.headers, **kwargs)
+            response = self.client.request(method, self.base_url + path, **kwargs)
         except requests.RequestException as error:
             raise UnreachableError(
                 f"Locust master at {self.base_url} unreachable ({type(error).__name__})",
@@ -392,10 +393,9 @@ class LocustMaster:
     def heartbeat(self, timeout_s: float, state: dict[str, Any]) -> None:
         """Tell the master the runner is alive; it stops the load after `timeout_s` without one."""
         try:
-            response = self._beat.request(
-                "POST", self.base_url + HEARTBEAT_PATH, json={"timeout_s": timeout_s, "state": state},
-                headers=self.headers, timeout=timeout(5.0),
-            )  # fmt: skip
+            response = self._beat.post(
+                self.base_url + HEARTBEAT_PATH, json={"timeout_s": timeout_s, "state": state}, timeout=timeout(5.0)
+            )
         except requests.RequestException as error:
             raise UnreachableError(
                 f"Locust master at {self.base_url} missed a heartbeat ({type(error).__name__})"

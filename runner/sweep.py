@@ -263,7 +263,7 @@ class Sweep:
             return stop
         reading = visit.steps[-1]
         count = plan.later if not past_the_curve(reading) else 0
-        for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count) if count else []:
+        for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count):
             offered = planner.place(visit.result.steps, reading, utilization)
             if (stop := visit.measure(level(offered))) is not None:
                 return stop

@@ -73,7 +73,7 @@ def _stranger_pod(admin: Cluster, spec: LocustDeployment) -> dict[str, Any]:
         "spec": {
             "restartPolicy": "Never",
             "containers": [
-                {"name": "c", "image": spec.image, "imagePullPolicy": "Never", "command": ["python", "-c", script]}
+                {"name": "c", "image": spec.image, "imagePullPolicy": "Never", "command": ["python3", "-c", script]}
             ],
         },
     }

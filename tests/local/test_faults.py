@@ -123,7 +123,10 @@ def test_a_component_killed_mid_configuration_fails_that_one_and_is_restarted_fo
     assert summary["status"] == "partial" and "4 of 5 configuration(s) did not finish" in summary["reason"]
     for pod in killed[1:]:
         assert f"restarted {pod}" in out, out
-    assert "run partial" in err and err.count("\n") == 1, err
+    # one line says how the run ended; the make test tier that runs two of these tests at once may add the warning
+    # that another test bed shares the machine
+    lines = [line for line in err.splitlines() if "another local test bed is running" not in line]
+    assert len(lines) == 1 and "run partial" in lines[0], err
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from runner.errors import LoadGeneratorError
 from runner.locust import (
     READY_PATH,
     TOKEN_HEADER,
+    LoadTarget,
     LocustMaster,
     LocustOptions,
     guard_env,
@@ -23,6 +24,7 @@ from runner.locust import (
     master_args,
     worker_args,
 )
+from runner.platforms.kubernetes.gateway_check import fetch
 from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
 from support.lean_client import LOCUSTFILE, START_TIMEOUT_S, NginxBackend
 from support.processes import alive
@@ -42,7 +44,8 @@ def locust(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
     def start(master_env: dict[str, str], worker_env: dict[str, str], host: str) -> tuple[str, Path]:
         web_port, master_port = free_port(), free_port()
         files = locustfile_arg(LOCUSTFILE)
-        args = master_args(files, "LeanGatewayUser", host, OPTIONS, web_port=web_port, master_port=master_port,
+        fetching = f"{files},{LOCUSTFILE.parent / 'gateway_sizer_fetch.py'}"  # as the kubernetes platform's master
+        args = master_args(fetching, "LeanGatewayUser", host, OPTIONS, web_port=web_port, master_port=master_port,
                            web_host="127.0.0.1", bind_host="127.0.0.1")  # fmt: skip
         master = supervisor.start("locust-master", [sys.executable, "-m", "locust", *args], env=master_env,
                                   cwd=LOCUSTFILE.parent)  # fmt: skip
@@ -92,7 +95,13 @@ def test_the_master_takes_commands_with_the_runs_token_only_and_sends_nowhere_el
         runner.hold_connections(5, foreign.url, "external.nginx", refresh_s=25, open_rate=100)
     with pytest.raises(LoadGeneratorError, match="HTTP 403: refused"):
         runner.start_probe(foreign.url, "external.nginx", timeout_s=2)
+    with pytest.raises(LoadGeneratorError, match="HTTP 403 refused"):
+        fetch(runner, LoadTarget(foreign.url, "external.nginx", "/"))
+    with pytest.raises(LoadGeneratorError, match="HTTP 403 refused"):
+        fetch(stranger, LoadTarget(target.url, "external.nginx", "/"))
     assert runner.stats()["state"] == "ready" and foreign.connections() == 0 and target.connections() == 0
+    # every call of the run's client carries the token, the platform's checks through the master too
+    assert fetch(runner, LoadTarget(target.url, "external.nginx", "/")).status == 200
     # and the run itself drives it
     runner.swarm(2, 10, target.url, OPTIONS)
     try:
