@@ -89,7 +89,7 @@ class Sweep:
                 if self.memory is not None:
                     self.memory.run()
         except KeyboardInterrupt as stop:
-            self.store.finish("interrupted", f"stopped by {stop or 'SIGINT (Ctrl-C)'}")
+            self.store.finish("interrupted", f"stopped by {str(stop) or 'SIGINT (Ctrl-C)'}")
             raise
         except SizerError as error:
             self.store.finish("failed", error.one_line())

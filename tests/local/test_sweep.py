@@ -202,7 +202,7 @@ def test_ctrl_c_stops_everything_keeps_every_window_and_resume_completes_the_rou
     sweep.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
     _assert_stopped_cleanly(sweep, started, signal.SIGINT)
     summary = _summary(tmp_path)
-    assert summary["status"] == "interrupted"
+    assert summary["status"] == "interrupted" and summary["reason"] == "stopped by SIGINT (Ctrl-C)"
     kept = {c["key"]: c["steps"] for c in summary["configs"]}
     assert len(kept) == 2 and all(kept.values())  # both kept as measured
     assert all(c["status"] == "running" for c in summary["configs"])  # the second round is still to come
