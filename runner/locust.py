@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,7 +122,7 @@ def locustfile_arg(locustfile: Path) -> str:
     return ",".join([str(locustfile), *extensions])
 
 
-def guard_env(targets: list[str], token: str | None = None) -> dict[str, str]:
+def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str]:
     """The environment that closes a Locust to everyone but its run (locustfiles/gateway_sizer_guard.py): load
     only to `targets`; with `token`, commands only from whoever holds it."""
     return {TARGETS_ENV: ",".join(targets), **({TOKEN_ENV: token} if token else {})}

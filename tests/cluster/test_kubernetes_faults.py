@@ -24,7 +24,7 @@ from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.lease import lease_name
 from runner.platforms.kubernetes.loadgen import TOKEN_SECRET
-from runner.platforms.kubernetes.objects import MANAGED_BY, run_hash
+from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector, run_hash
 from support.cluster import (
     ENVOY,
     NGINX,
@@ -173,12 +173,13 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     _assert_restored(admin, before)
 
 
-def _envoy_requests() -> tuple[float, float] | None:
+def _envoy_requests() -> tuple[float, float]:
     """(when, requests): Envoy's request counter at Prometheus' latest scrape of it, summed over Envoy's pods (when:
-    the oldest pod's latest sample); None while Prometheus has no recent sample (a pod rolled out by a restore)."""
+    the oldest pod's latest sample)."""
     with urllib.request.urlopen(f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": ENVOY_SAMPLES})) as r:
         latest = [series["values"][-1] for series in json.loads(r.read())["data"]["result"]]
-    return (min(float(t) for t, _ in latest), sum(float(v) for _, v in latest)) if latest else None
+    assert latest, f"Prometheus has no sample of {ENVOY_SAMPLES}"
+    return min(float(t) for t, _ in latest), sum(float(v) for _, v in latest)
 
 
 @pytest.mark.timeout(1800)
@@ -216,12 +217,17 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
         if run.poll() is None:
             run.kill()
             run.communicate()
-    # what Envoy served over QUIET_S from a scrape two intervals after the load stopped (a request sent as it
-    # stopped is in the first)
-    grown = _envoy_quiet_after(stopped_at)
+    # Envoy's counter from a scrape two intervals after the load stopped (a request sent as it stopped is in), then
+    # from one QUIET_S later: what Envoy served in between
+    then = until(_envoy_requests, 60, "Envoy's requests scraped after the load stopped", poll_s=1.0,
+                 ready=lambda sample: sample[0] >= stopped_at + 2 * ENVOY_SCRAPE_S)  # fmt: skip
+    later = until(_envoy_requests, 60, f"Envoy's requests scraped {QUIET_S:g} s after that", poll_s=1.0,
+                  ready=lambda sample: sample[0] >= then[0] + QUIET_S)  # fmt: skip
+    grown = later[1] - then[1]
     print(
         f"\nrunner SIGKILLed at {loaded['user_count']} users: the master stopped the load after {stopped_after:.1f} s "
-        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in {QUIET_S:g} s"
+        f"(HEARTBEAT_TIMEOUT_S {HEARTBEAT_TIMEOUT_S:g}); Envoy then served {grown:.0f} requests in "
+        f"{later[0] - then[0]:.0f} s"
     )
     # the dead-man switch did it: not before the runner could have been silent that long, not much after
     assert HEARTBEAT_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 3 <= stopped_after <= HEARTBEAT_TIMEOUT_S + 5
@@ -240,17 +246,6 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     assert restored.returncode == 0, restored.stderr
     assert "restored resources and args of DaemonSet projectcontour/envoy" in restored.stdout
     _assert_restored(admin, before)
-
-
-def _envoy_quiet_after(ended_at: float) -> float:
-    """The requests Envoy served over QUIET_S, from a scrape two intervals after `ended_at` (wall clock)."""
-    then = until(_envoy_requests, 120, "Envoy's requests scraped after the run ended", poll_s=1.0,
-                 ready=lambda sample: sample is not None and sample[0] >= ended_at + 2 * ENVOY_SCRAPE_S)  # fmt: skip
-    assert then is not None
-    later = until(_envoy_requests, 60, f"Envoy's requests scraped {QUIET_S:g} s after that", poll_s=1.0,
-                  ready=lambda sample: sample is not None and sample[0] >= then[0] + QUIET_S)  # fmt: skip
-    assert later is not None
-    return later[1] - then[1]
 
 
 @pytest.mark.timeout(1800)
@@ -283,7 +278,7 @@ def test_ctrl_c_and_sigterm_stop_the_load_restore_the_gateway_and_remove_every_o
     assert gone.value.status == 404
     # no load left running: every pod of the run is gone (the restore rolled Envoy out, and Contour's Envoy exports
     # a counter only once it has counted something, so a quiet new Envoy has no sample to read)
-    selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+    selector = label_selector(MANAGED_BY)
     until(lambda: not admin.core.list_namespaced_pod("gateway-loadtest", label_selector=selector).items, 120,
           "the run's Locust pods to be gone")  # fmt: skip
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -24,11 +24,11 @@ from runner.locust import (
     MASTER_PORT,
     READY_PATH,
     STATS_EXTENSION,
-    TARGETS_ENV,
     TOKEN_ENV,
     WEB_PORT,
     LocustMaster,
     LocustOptions,
+    guard_env,
     master_args,
     user_class,
     worker_args,
@@ -160,10 +160,8 @@ class LocustDeployment:
         }
 
     def _pod(self, component: str, args: list[str], resources: dict[str, Any], ports: list[dict[str, Any]]) -> dict:
-        env: list[dict[str, Any]] = [
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-            {"name": TARGETS_ENV, "value": ",".join(self.targets)},
-        ]
+        values = {"PYTHONUNBUFFERED": "1", **guard_env(self.targets)}  # the token comes from its Secret
+        env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in values.items()]
         if component == MASTER:
             secret = {"name": self.names.token, "key": TOKEN_KEY}
             env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": secret}})
@@ -368,7 +366,7 @@ class ClusterLocust:
                     self.changes.save()
                 deleted.append(f"{kind} {ns}/{name}")
                 if kind == "Deployment" and name.startswith(f"{MASTER}-"):  # its token: the runner lists no Secret
-                    secret = {"kind": "Secret", "namespace": ns, "name": f"{TOKEN_SECRET}-{name[len(MASTER) + 1 :]}"}
+                    secret = {"kind": "Secret", "namespace": ns, "name": TOKEN_SECRET + name.removeprefix(MASTER)}
                     with contextlib.suppress(NotFoundError):
                         delete_created(cluster, secret)
                         deleted.append(f"Secret {ns}/{secret['name']}")

@@ -97,7 +97,7 @@ class LocalLocust:
             local_command(args),
             cwd=setup.locustfile.parent,
             nofile=nofile_limit(NOFILE),
-            env=guard_env(list(self.targets)),
+            env=guard_env(self.targets),
         )
         ready = http_ok(f"{self.web_url}{READY_PATH}")
         wait_until(ready, what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
@@ -107,4 +107,4 @@ class LocalLocust:
         files = locustfile_arg(setup.locustfile)
         args = worker_args(files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.master_port)
         self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent,
-                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=guard_env(list(self.targets)))  # fmt: skip
+                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=guard_env(self.targets))  # fmt: skip
