@@ -190,6 +190,18 @@ our_cgroups() {
 
 # The one-machine cluster's Contour: the contour module's examples/render/contour.yaml with the patches of
 # overlays/contour, rendered by kustomize (the render file is copied next to the kustomization in DIR).
+gateway_api_crds() {  # the Gateway API CRDs Contour's examples install (experimental channel)
+    echo "$("$K8S_DIR/cluster/build.sh" --print-path contour-module)/examples/gateway/00-crds.yaml"
+}
+
+render_gateway_provisioner() {  # DIR -> YAML on stdout (the Gateway API CRDs are gateway_api_crds)
+    local dir=$1 module
+    module=$("$K8S_DIR/cluster/build.sh" --print-path contour-module)
+    mkdir -p "$dir"
+    cp "$K8S_DIR/cluster/overlays/gateway-provisioner/"*.yaml "$module/examples/gateway-provisioner/"*.yaml "$dir/"
+    "$(component_path kubectl)" kustomize "$dir"
+}
+
 render_contour() {  # DIR -> YAML on stdout
     local dir=$1 module
     module=$("$K8S_DIR/cluster/build.sh" --print-path contour-module)

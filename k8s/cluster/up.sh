@@ -367,6 +367,13 @@ render_contour "$CLUSTER_DIR/kustomize/contour" >"$CLUSTER_DIR/contour.rendered.
 kubectl_ apply --server-side -f "$CLUSTER_DIR/contour.rendered.yaml" >&2
 kubectl_ wait --for=condition=Established --timeout=60s crd/httpproxies.projectcontour.io >&2
 
+phase "Gateway API: CRDs, Contour's gateway provisioner, Gateway projectcontour/gateway-sizer"
+kubectl_ apply --server-side -f "$(gateway_api_crds)" >&2
+kubectl_ wait --for=condition=Established --timeout=60s crd/gateways.gateway.networking.k8s.io \
+    crd/gatewayclasses.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io >&2
+render_gateway_provisioner "$CLUSTER_DIR/kustomize/gateway-provisioner" >"$CLUSTER_DIR/gateway-provisioner.rendered.yaml"
+kubectl_ apply --server-side -f "$CLUSTER_DIR/gateway-provisioner.rendered.yaml" >&2
+
 phase "Prometheus (monitoring, $PROMETHEUS_SERVICE_IP:9090)"
 kubectl_ apply -k "$HERE/overlays/prometheus" >&2
 
@@ -388,6 +395,11 @@ kubectl_ -n kube-system rollout status deployment/coredns --timeout=180s >&2
 kubectl_ -n projectcontour wait --for=condition=Complete job --all --timeout=180s >&2
 kubectl_ -n projectcontour rollout status deployment/contour --timeout=180s >&2
 kubectl_ -n projectcontour rollout status daemonset/envoy --timeout=180s >&2
+kubectl_ -n projectcontour rollout status deployment/contour-gateway-provisioner --timeout=180s >&2
+provisioned() { kubectl_ --request-timeout=5s -n projectcontour get deployment/envoy-gateway-sizer deployment/contour-gateway-sizer >/dev/null 2>&1; }
+wait_for "the provisioner's Contour and Envoy for Gateway gateway-sizer" 120 - provisioned
+kubectl_ -n projectcontour rollout status deployment/contour-gateway-sizer --timeout=180s >&2
+kubectl_ -n projectcontour rollout status deployment/envoy-gateway-sizer --timeout=180s >&2
 kubectl_ -n monitoring rollout status deployment/prometheus --timeout=180s >&2
 kubectl_ -n gateway-loadtest rollout status deployment/nginx --timeout=180s >&2
 # The certgen Job's pod has finished; delete it so that every pod left is Running and Ready.

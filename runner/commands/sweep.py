@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from runner.commands.report import report_after_sweep
 from runner.errors import UsageError
 from runner.paths import RESULTS_ROOT
+from runner.report.formatting import concurrency as fmt_concurrency
 from runner.scenario.options import OVERRIDES, SWEEP_OPTIONS, Overrides
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     load_spec = scenario.load
     print(f"scenario {scenario.name} on {scenario.platform}: {len(plan)} configuration(s)")
     for config in plan.configurations:
-        print(f"  {config.label} (Envoy concurrency {config.envoy_concurrency})")
+        print(f"  {config.label} (Envoy concurrency {fmt_concurrency(config.envoy_concurrency)})")
     if scenario.memory is not None:
         points, spec = plan_memory(scenario.memory), scenario.memory
         print(

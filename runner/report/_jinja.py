@@ -38,5 +38,13 @@ def environment(*, autoescape: bool) -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(rps=fmt.rps, pct=fmt.percent, cpu=fmt.cpu, cell=_md_cell, slug=_slug, pretty=_pretty)
+    env.filters.update(
+        rps=fmt.rps,
+        pct=fmt.percent,
+        cpu=fmt.cpu,
+        concurrency=fmt.concurrency,
+        cell=_md_cell,
+        slug=_slug,
+        pretty=_pretty,
+    )
     return env

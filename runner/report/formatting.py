@@ -69,6 +69,11 @@ def cpu(cores: float | None) -> str:
     return "-" if cores is None else format_cpu(cores)
 
 
+def concurrency(workers: int) -> str:
+    """Envoy's worker threads; 0 (the run left Envoy's own default, one per CPU of its node) as "default"."""
+    return "default" if workers == 0 else str(workers)
+
+
 def millicores(cores: float | None) -> str:
     """Small CPU figures with a decimal: 0.0034 -> "3.4m"."""
     return "-" if cores is None else f"{cores * 1000:,.1f}m"

@@ -152,7 +152,7 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
     envoy = (
         f"{version('envoy')}; CPU limits {_joined(fmt.cpu(c) for c in sorted({s[0] for s in specs}))}; "
         f"memory {_joined(sorted({s[1] for s in specs}))}; "
-        f"concurrency {_joined(sorted({s[2] for s in specs}))}"
+        f"concurrency {_joined(fmt.concurrency(n) for n in sorted({s[2] for s in specs}))}"
     )
     contour = versions.pop("contour", None) or (
         "not used: the local platform programs Envoy as Contour would" if summary.platform == "local" else "-"

@@ -130,7 +130,7 @@ def knee_table(rows: Sequence[ConfigRow]) -> Table:
     columns += [Column("Arrivals", lambda r: r.config.arrivals, numeric=False)] if several["arrivals"] else []
     columns += [
         Column("Memory", lambda r: r.config.envoy.memory),
-        Column("Concurrency", lambda r: str(r.config.envoy.concurrency)),
+        Column("Concurrency", lambda r: fmt.concurrency(r.config.envoy.concurrency)),
         Column("nginx replicas", lambda r: str(r.config.backend.replicas)),
     ]
     columns += [Column("Contour", lambda r: r.contour, numeric=False)] if any(r.contour != "-" for r in rows) else []

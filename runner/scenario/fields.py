@@ -98,13 +98,13 @@ def _distinct(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return values
 
 
-def _concurrency(value: Any) -> int | Literal["auto"]:
-    if value == "auto":
-        return "auto"
+def _concurrency(value: Any) -> int | Literal["auto", "default"]:
+    if value in ("auto", "default"):
+        return value
     if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,4}\s*", value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
-        raise ValueError(f"use auto or a whole number of threads from 1 to {MAX_CONCURRENCY}")
+        raise ValueError(f"use auto, default or a whole number of threads from 1 to {MAX_CONCURRENCY}")
     return value
 
 
@@ -241,7 +241,7 @@ RouteCounts = Annotated[
     BeforeValidator(at_most(MAX_MEMORY_POINTS, "route counts")),
     AfterValidator(_distinct),
 ]
-Concurrency = Annotated[int | Literal["auto"], PlainValidator(_concurrency)]
+Concurrency = Annotated[int | Literal["auto", "default"], PlainValidator(_concurrency)]
 Name = Annotated[str, AfterValidator(_name)]
 Text = Annotated[str, AfterValidator(_text_check(MAX_TEXT_LENGTH, lines=True))]
 PathText = Annotated[str, AfterValidator(_text_check(MAX_TEXT_LENGTH))]

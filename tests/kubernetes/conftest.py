@@ -27,12 +27,18 @@ def apiserver(tmp_path_factory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="session")
 def admin(apiserver: ApiServer) -> Cluster:
-    """An admin connection; the session's namespaces and Contour's CRDs (from the contour module) exist."""
+    """An admin connection; the session's namespaces, Contour's CRDs and the Gateway API's (from the contour
+    module) exist."""
     cluster = connect(str(apiserver.kubeconfig))
     for name in NAMESPACES:
         cluster.core.create_namespace({"metadata": {"name": name}})
-    crds = built("contour-module") / "examples" / "contour" / "01-crds.yaml"
-    objects = [d for d in yaml.safe_load_all(crds.read_text()) if d]
+    examples = built("contour-module") / "examples"
+    objects = [
+        d
+        for crds in (examples / "contour" / "01-crds.yaml", examples / "gateway" / "00-crds.yaml")
+        for d in yaml.safe_load_all(crds.read_text())
+        if d
+    ]
     utils.create_from_yaml(cluster.api, yaml_objects=objects)
     extensions = client.ApiextensionsV1Api(cluster.api)
 
@@ -43,7 +49,7 @@ def admin(apiserver: ApiServer) -> Cluster:
                 return False
         return True
 
-    until(established, 30, "Contour's CRDs established", poll_s=0.1)
+    until(established, 30, "Contour's and the Gateway API's CRDs established", poll_s=0.1)
     return cluster
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from runner.errors import UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.objects import GROUP, PLURAL, VERSION, label_selector, wait_gone
+from runner.platforms.kubernetes.objects import CUSTOM_KINDS, GROUP, PLURAL, VERSION, label_selector, wait_gone
 from runner.platforms.kubernetes.originals import ClusterChanges, NotOursError, delete_created
 
 
@@ -74,16 +74,23 @@ class RunObjects:
 
     def create_proxy(self, cluster: Cluster, body: dict[str, Any]) -> None:
         """Create a recorded HTTPProxy; one that exists already must carry this run's labels."""
-        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        what = f"HTTPProxy {namespace}/{name}"
+        self.create_custom(cluster, body)
+
+    def create_custom(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        """Create a recorded custom object (objects.CUSTOM_KINDS); one that exists already must carry this
+        run's labels."""
+        kind, namespace, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]
+        group, version, plural = CUSTOM_KINDS[kind]
+        what = f"{kind} {namespace}/{name}"
         try:
-            call(f"create {what}", cluster.custom.create_namespaced_custom_object, GROUP, VERSION, namespace,
-                 PLURAL, body)  # fmt: skip
+            call(f"create {what}", cluster.custom.create_namespaced_custom_object, group, version, namespace,
+                 plural, body)  # fmt: skip
         except ConflictError:  # there already: ours when a retried create's first attempt got through
-            found: Any = call(f"read {what}", proxy_reader(cluster, namespace), name)
+            found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version,
+                              namespace, plural, name)  # fmt: skip
             labels = (found.get("metadata") or {}).get("labels") or {}
             if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
-                self.forget("HTTPProxy", namespace, name)
+                self.forget(kind, namespace, name)
                 raise UsageError(f"{what} exists and was not made by this run", "remove it") from None
 
     def delete(self, cluster: Cluster, kind: str, namespace: str, name: str) -> None:

@@ -28,6 +28,9 @@ RUN_LABEL = "gateway-sizer/run"
 GATEWAY_LABEL = "gateway-sizer/gateway"  # a hash of the gateway's namespace/name
 # Contour's HTTPProxy, a custom resource: group, version and plural for the CustomObjectsApi, and its kind.
 GROUP, VERSION, PLURAL, KIND = "projectcontour.io", "v1", "httpproxies", "HTTPProxy"
+# The custom resources a run creates, by kind: group, version and plural (a provisioned gateway's route is a
+# Gateway API HTTPRoute, provisioned.py).
+CUSTOM_KINDS = {KIND: (GROUP, VERSION, PLURAL), "HTTPRoute": ("gateway.networking.k8s.io", "v1", "httproutes")}
 GONE_TIMEOUT_S = 60.0
 GONE_POLL_S = 0.5
 

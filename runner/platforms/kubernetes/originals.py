@@ -21,8 +21,10 @@ from kubernetes import client
 
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
+from runner.platforms.kubernetes import provisioned
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
+from runner.platforms.kubernetes.objects import CUSTOM_KINDS, MANAGED_BY
+from runner.platforms.kubernetes.provisioned import Parameters
 from runner.platforms.kubernetes.resize import resize_back
 from runner.platforms.kubernetes.workloads import (
     Workload,
@@ -60,6 +62,7 @@ class ClusterChanges:
     path: Path
     originals: list[Original] = field(default_factory=list)
     created: list[dict[str, str]] = field(default_factory=list)  # {"kind", "namespace", "name"[, "uid"]}
+    parameters: list[Parameters] = field(default_factory=list)  # a provisioned gateway's ContourDeployment
 
     @property
     def run_id(self) -> str:
@@ -79,7 +82,11 @@ class ClusterChanges:
 
     def save(self) -> None:
         """Replace the file atomically; SaveError (one line) when it cannot be written."""
-        data = {"originals": [asdict(o) for o in self.originals], "created": self.created}
+        data = {
+            "originals": [asdict(o) for o in self.originals],
+            "created": self.created,
+            "parameters": [asdict(p) for p in self.parameters],
+        }
         write_atomic(self.path, json.dumps(data, indent=1))
 
     @classmethod
@@ -96,18 +103,33 @@ class ClusterChanges:
         except ValueError as error:
             raise UsageError(f"{path} is not valid JSON ({error})") from None
         originals = [Original(**{**o, "workload": Workload(**o["workload"])}) for o in data.get("originals", [])]
-        return cls(path, originals, list(data.get("created", [])))
+        parameters = [Parameters(**{**p, "envoy": Workload(**p["envoy"])}) for p in data.get("parameters", [])]
+        return cls(path, originals, list(data.get("created", [])), parameters)
 
     @classmethod
     def open(cls, path: Path) -> ClusterChanges:
         """The changes recorded so far at `path` (a resumed run's first attempt), or none yet."""
         return cls.load_file(path) if path.exists() else cls(path)
 
+    def remember_parameters(self, parameters: Parameters) -> Parameters:
+        """Record a provisioned gateway's ContourDeployment as it is, unless recorded already (a resumed run's
+        first attempt recorded it before any change: that record wins)."""
+        for existing in self.parameters:
+            if (existing.namespace, existing.name) == (parameters.namespace, parameters.name):
+                return existing
+        self.parameters.append(parameters)
+        self.save()
+        return parameters
+
     @property
     def pending(self) -> bool:
-        return bool(self.created) or any(
-            o.resources_changed or o.args_changed or o.replicas_changed or o.marked or o.pods_resized
-            for o in self.originals
+        return (
+            bool(self.created)
+            or any(p.changed or p.marked for p in self.parameters)
+            or any(
+                o.resources_changed or o.args_changed or o.replicas_changed or o.marked or o.pods_resized
+                for o in self.originals
+            )
         )
 
 
@@ -148,6 +170,15 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         except Exception as error:  # keep undoing the rest; report everything that failed together
             problems.append(f"{original.workload}: {error}")
         save()
+    for parameters in changes.parameters:
+        try:
+            done += provisioned.restore(cluster, parameters, changes.run_id)
+        except NotFoundError:
+            parameters.changed = parameters.marked = False
+            done.append(f"{parameters} or its Gateway no longer exists")
+        except Exception as error:
+            problems.append(f"{parameters}: {error}")
+        save()
     for created in list(changes.created):
         what = f"{created['kind']} {created['namespace']}/{created['name']}"
         try:
@@ -163,6 +194,11 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         changes.created.remove(created)
         save()
     if wait:
+        for parameters in changes.parameters:
+            try:
+                provisioned.wait_restored(cluster, parameters, timeout_s)
+            except Exception as error:
+                problems.append(str(error))
         for original in changes.originals:
             try:
                 wait_rolled_out(cluster, original.workload, timeout_s)
@@ -196,12 +232,13 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
     if kind == "Secret":
         _delete_secret(cluster, namespace, name, created.get("uid"))
         return
-    if kind == "HTTPProxy":
-        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                          PLURAL, name)  # fmt: skip
+    if kind in CUSTOM_KINDS:
+        group, version, plural = CUSTOM_KINDS[kind]
+        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version, namespace,
+                          plural, name)  # fmt: skip
         _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
-        call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace,
-             PLURAL, name, propagation_policy="Background")  # fmt: skip
+        call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, group, version, namespace,
+             plural, name, propagation_policy="Background")  # fmt: skip
         return
     api = {
         "Deployment": (cluster.apps.read_namespaced_deployment, cluster.apps.delete_namespaced_deployment),

@@ -7,6 +7,10 @@ undoes a run that was killed hard, and a new run refuses a gateway that still ca
 Traffic profiles: TLS profiles go to a Secret and HTTPProxy the run creates (tls.py), and before a TLS or
 body profile is measured, a GET through the gateway checks that it is served (gateway_check.py). The
 memory model's extra routes are HTTPProxies the run creates and times (routes.py).
+
+A Gateway API Gateway that Contour's gateway provisioner owns (`kubernetes.gateway.kind: gateway`) is sized
+through its ContourDeployment instead of a patch, and its traffic routed by an HTTPRoute the run creates
+(provisioned.py).
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from runner.model import RouteProgramming
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
 from runner.platforms.kubernetes import nodes as nodefacts
-from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes import provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
+from runner.platforms.kubernetes.created import RunObjects
 from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
 from runner.platforms.kubernetes.loadgen import ClusterLocust
+from runner.platforms.kubernetes.objects import COMPONENT_LABEL, GATEWAY_LABEL, MANAGED_BY, gateway_key
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
 from runner.platforms.kubernetes.resize import ResizeUnsupported, live_pods, resize_in_place, running_resources
 from runner.platforms.kubernetes.routes import GatewayRoutes
@@ -69,6 +75,7 @@ class KubernetesPlatform(Platform):
         self.tls = GatewayTls(scenario, run_dir.name, self.changes)
         self.routes = GatewayRoutes(scenario, run_dir.name, self.changes)
         self._programming: RouteProgramming | None = None
+        self.parameters: provisioned.Parameters | None = None  # a provisioned gateway's ContourDeployment
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +86,29 @@ class KubernetesPlatform(Platform):
         self.tls.create(cluster)  # Contour programs it while Locust starts
         self._locust = self.loadgen.start(cluster, self.load_targets())
         self.tls.wait_valid(cluster)
+        if self.parameters is not None:
+            self._route_to_backend(cluster)
+
+    def _route_to_backend(self, cluster: Cluster) -> None:
+        """A provisioned gateway: create the run's HTTPRoute for the Host header (a killed run's first deleted),
+        wait until the Gateway accepts it and Envoy serves it."""
+        objects = RunObjects(self.changes)
+        body = provisioned.route_manifest(self.scenario, self.run_id, self._gateway_key)
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        labels = {**MANAGED_BY, GATEWAY_LABEL: self._gateway_key, COMPONENT_LABEL: provisioned.ROUTE_COMPONENT}
+        for leftover in provisioned.list_routes(cluster, namespace, labels):
+            if leftover != name and objects.recorded("HTTPRoute", namespace, leftover) is None:
+                objects.delete(cluster, "HTTPRoute", namespace, leftover)
+        objects.record("HTTPRoute", namespace, [name])
+        objects.create_custom(cluster, body)
+        provisioned.wait_route_accepted(cluster, namespace, name)
+        load = self.scenario.load
+        wait_served(self.locust, LoadTarget(self.scenario.kubernetes.gateway_url, load.host_header, "/"))
+
+    @property
+    def _gateway_key(self) -> str:
+        envoy = self.scenario.envoy.workload
+        return gateway_key(envoy.namespace, envoy.name)
 
     def load_targets(self) -> tuple[str, ...]:
         """Where this run's Locust may send: the gateway, its TLS listener and (for the baseline) the backend."""
@@ -88,7 +118,8 @@ class KubernetesPlatform(Platform):
     def claim(self, cluster: Cluster) -> None:
         """Find the workloads, take the gateway's Lease (one line naming the holder when another run is on
         it), refuse a gateway that still carries a killed run's changes, and record the originals."""
-        self.envoy = workloads.find(cluster, self.scenario.envoy.workload, "envoy")
+        found = provisioned.find(cluster, self.scenario) if self.scenario.kubernetes.gateway.provisioned else None
+        self.envoy = found.envoy if found else workloads.find(cluster, self.scenario.envoy.workload, "envoy")
         self.lease = lease_for(cluster, self.scenario, self.run_id, str(self.envoy), self.lease_duration_s)
         self.lease.wait_and_acquire(for_run=self.run_id)  # a resume waits out its killed attempt's Lease
         self.lease.start_renewing()
@@ -98,6 +129,9 @@ class KubernetesPlatform(Platform):
         for workload in (self.envoy, self.contour, self.backend):
             if workload is not None:
                 workloads.refuse_foreign_changes(workload, workloads.changed_by(cluster, workload), self.run_id)
+        if found is not None:  # the ContourDeployment as it was: kept as recorded first when resumed
+            workloads.refuse_foreign_changes(found.gateway, provisioned.changed_by(cluster, found), self.run_id)
+            self.parameters = self.changes.remember_parameters(found)
         for workload in (self.envoy, self.contour, self.backend):
             if workload is not None:  # kept as recorded first when this run is resumed
                 self.changes.remember(
@@ -147,8 +181,8 @@ class KubernetesPlatform(Platform):
         """Give the running Envoy pods the configuration's CPU and memory in place, when nothing else changes
         from the configuration applied before and the cluster can; False when a rollout must do it."""
         before, envoy = self._applied, self.envoy
-        if before is None or envoy is None or self.resize_refused is not None:
-            return False
+        if before is None or envoy is None or self.resize_refused is not None or self.parameters is not None:
+            return False  # a provisioned Envoy's template is its provisioner's: rolled out through it
         same = replace(before, envoy_cpu_cores=config.envoy_cpu_cores, envoy_memory_bytes=config.envoy_memory_bytes)
         if same != replace(config, profile=before.profile, arrivals=before.arrivals):
             return False
@@ -167,6 +201,11 @@ class KubernetesPlatform(Platform):
         return True
 
     def limit_changes(self) -> str | None:
+        if self.parameters is not None:
+            return (
+                f"rolled out by Contour's gateway provisioner at every change of CPU or memory (set in "
+                f"{self.parameters}), each round a rollout"
+            )
         if self.resize_refused is not None:
             return f"rolled out at every change of CPU or memory, each round a rollout: {self.resize_refused}"
         return "Envoy's pods resized in place (pods/resize) when only CPU or memory changed, else rolled out"
@@ -203,11 +242,16 @@ class KubernetesPlatform(Platform):
             if self._set(cluster, self.contour, sized, guaranteed=True):
                 changed.append(self.contour)
         guaranteed = self.scenario.envoy.guaranteed_qos
-        sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
-        recorded = self.changes.original(envoy)
-        args = workloads.with_concurrency(recorded.args if recorded else None, config.envoy_concurrency)
-        if self._set(cluster, envoy, sized, guaranteed=guaranteed, args=args):
-            changed.append(envoy)
+        if self.parameters is not None:  # Envoy's own container has requests = limits; its pod's sidecars are sized
+            # by the provisioner
+            sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=True)
+            self._size_provisioned(cluster, self.parameters, sized)
+        else:
+            sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
+            recorded = self.changes.original(envoy)
+            args = workloads.with_concurrency(recorded.args if recorded else None, config.envoy_concurrency)
+            if self._set(cluster, envoy, sized, guaranteed=guaranteed, args=args):
+                changed.append(envoy)
         original = self.changes.original(self.backend)
         if original is not None and workloads.replicas(cluster, self.backend) != config.backend_replicas:
             self._mark(cluster, original)
@@ -216,6 +260,18 @@ class KubernetesPlatform(Platform):
             workloads.scale(cluster, self.backend, config.backend_replicas)
             changed.append(self.backend)
         return changed
+
+    def _size_provisioned(self, cluster: Cluster, parameters: provisioned.Parameters, sized: dict[str, Any]) -> None:
+        """Give a provisioned Envoy `sized` through its ContourDeployment (recorded, and the Gateway annotated
+        with the run, before the change); returns once the provisioner has rolled it out."""
+        if not parameters.marked:
+            parameters.marked = True
+            self.changes.save()
+            provisioned.mark_changed(cluster, parameters, self.run_id)
+        if not parameters.changed:
+            parameters.changed = True
+            self.changes.save()
+        provisioned.apply_envoy_resources(cluster, parameters, sized, self.scenario.kubernetes.rollout_timeout_s)
 
     def _set(
         self,
@@ -277,10 +333,10 @@ class KubernetesPlatform(Platform):
                         "set envoy.guaranteed_qos: false in the scenario to measure it as it is",
                     )
         workers = workloads.concurrency_in(workloads.get_args(cluster, self.envoy))
-        if workers != config.envoy_concurrency:
+        if workers != (config.envoy_concurrency or None):  # 0: Envoy's default, no --concurrency
             raise PlatformError(
-                f"{self.envoy} runs with --concurrency {workers} after the patch, "
-                f"not {config.envoy_concurrency} (an admission webhook or operator?)"
+                f"{self.envoy} runs with --concurrency {workers or 'unset'} after the patch, "
+                f"not {config.envoy_concurrency or 'unset'} (an admission webhook or operator?)"
             )
 
     def stop(self) -> None:

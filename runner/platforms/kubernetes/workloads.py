@@ -137,8 +137,8 @@ def changed_by(cluster: Cluster, workload: Workload) -> str | None:
     return (read(cluster, workload).metadata.annotations or {}).get(CHANGED_BY)
 
 
-def refuse_foreign_changes(workload: Workload, holder: str | None, run_id: str) -> None:
-    """UsageError (one line) when another run's changes are still on the workload."""
+def refuse_foreign_changes(workload: object, holder: str | None, run_id: str) -> None:
+    """UsageError (one line) when another run's changes are still on the workload (or Gateway)."""
     if holder is not None and holder != run_id:
         raise UsageError(
             f"{workload} still carries changes of run {holder} that were never restored",

@@ -1,0 +1,165 @@
+"""A Gateway API install on the real one-machine cluster: the Gateway projectcontour/gateway-sizer, whose Contour
+and Envoy Contour's gateway provisioner made (make cluster-up installs it), swept as the runner's own
+ServiceAccount with scenarios/gateway-api.yaml. The run sizes Envoy through the ContourDeployment, the
+provisioner rolls it out, and it holds each limit in every window; at the end everything is as it was.
+Needs root."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from runner.paths import PROJECT_ROOT
+from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
+from runner.platforms.kubernetes.provisioned import APPLIED, PARAMETERS, same_resources
+from runner.platforms.kubernetes.resize import live_pods, running_resources
+from runner.quantities import parse_cpu
+from runner.results import load_summary
+from support.cluster import run_dir_of, sizer, wait_for_state
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+ENVOY = workloads.Workload("Deployment", "projectcontour", "envoy-gateway-sizer", "envoy")
+SAMPLE_S = 0.5
+
+
+def _scenario(folder: Path, **changes: Any) -> Path:
+    """scenarios/gateway-api.yaml with short windows and `changes` (top-level keys of `load` and `envoy`)."""
+    data = yaml.safe_load((PROJECT_ROOT / "scenarios" / "gateway-api.yaml").read_text())
+    data["load"].update({"step_seconds": 6, "warmup_seconds": 3, "settle_seconds": 1, "max_steps": 6})
+    for key, value in changes.items():
+        section, name = key.split(".")
+        data[section][name] = value
+    path = folder / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _parameters(admin: Cluster) -> dict[str, Any]:
+    group, version, plural = PARAMETERS
+    found: Any = admin.custom.get_namespaced_custom_object(group, version, "projectcontour", plural, "gateway-sizer")
+    return dict(found["spec"])
+
+
+def _gateway_annotations(admin: Cluster) -> dict[str, str]:
+    gateway: Any = admin.custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", "projectcontour",
+                                                        "gateways", "gateway-sizer")  # fmt: skip
+    return dict(gateway["metadata"].get("annotations") or {})
+
+
+class LimitSampler:
+    """The CPU limit every live pod of the provisioned Envoy runs with, as its kubelet reports it, sampled every
+    SAMPLE_S in a thread: (time, {pod: cores or None})."""
+
+    def __init__(self, admin: Cluster) -> None:
+        self.admin = admin
+        self.samples: list[tuple[float, dict[str, float | None]]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(SAMPLE_S):
+            taken = time.time()
+            limits: dict[str, float | None] = {}
+            for pod in live_pods(self.admin, ENVOY):
+                cpu = ((running_resources(self.admin, pod, "envoy") or {}).get("limits") or {}).get("cpu")
+                limits[pod.metadata.name] = parse_cpu(cpu) if cpu else None
+            self.samples.append((taken, limits))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+    def during(self, start: float, end: float) -> list[dict[str, float | None]]:
+        return [limits for taken, limits in self.samples if start <= taken <= end]
+
+
+def _left_behind(admin: Cluster) -> list[str]:
+    """Objects of a run still in the cluster: HTTPRoutes, Locust's Deployments, the Lease."""
+    selector = label_selector(MANAGED_BY)
+    routes: Any = admin.custom.list_namespaced_custom_object("gateway.networking.k8s.io", "v1", "gateway-loadtest",
+                                                        "httproutes", label_selector=selector)["items"]  # fmt: skip
+    left = [f"HTTPRoute {r['metadata']['name']}" for r in routes]
+    left += [f"Deployment {d.metadata.name}" for d in
+             admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector).items]  # fmt: skip
+    leases = client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest").items
+    return left + [f"Lease {lease.metadata.name}" for lease in leases]
+
+
+def _as_before(admin: Cluster, parameters: dict[str, Any], template: dict[str, Any]) -> None:
+    assert _parameters(admin) == parameters
+    assert workloads.get_pod_resources(admin, ENVOY) == template
+    annotations = _gateway_annotations(admin)
+    assert workloads.CHANGED_BY not in annotations and APPLIED not in annotations, annotations
+    for pod in live_pods(admin, ENVOY):  # the provisioner rolled Envoy back out with its own resources
+        assert same_resources(running_resources(admin, pod, "envoy"), template["envoy"]), pod.metadata.name
+    assert _left_behind(admin) == []
+
+
+@pytest.mark.timeout(2400)
+def test_a_gateway_api_sweep_sizes_envoy_through_its_contourdeployment_and_puts_it_back(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
+    scenario = _scenario(tmp_path, **{"envoy.cpu": [0.15, 0.3], "load.rounds": 2})
+    sampler = LimitSampler(admin)
+    try:
+        sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
+        _, err = sweep.communicate(timeout=2000)
+    finally:
+        sampler.stop()
+    assert sweep.returncode == 0, err[-3000:]
+    summary = load_summary(run_dir_of(tmp_path))
+    assert summary.status == "complete", summary.reason
+    assert "gateway provisioner" in (summary.limit_changes or ""), summary.limit_changes  # rounds cost rollouts
+    windows = 0
+    for config in summary.configs:
+        assert config.status == "saturated", (config.reason, config.search)
+        assert config.knee is not None and config.envoy.concurrency == 0  # Envoy's own worker count
+        for step in config.steps:  # every pod, through every window, ran with the configuration's CPU limit
+            seen = sampler.during(step.started_at, step.started_at + step.window_s)
+            assert seen and all(set(pods.values()) == {config.envoy.cpu_cores} for pods in seen), (step.index, seen)
+            windows += 1
+    assert windows >= 8
+    knees = [config.knee.rps for config in summary.configs if config.knee]
+    assert knees[1] > knees[0], knees  # twice the CPU serves more
+    report = (run_dir_of(tmp_path) / "report.md").read_text()
+    assert "| default |" in report  # the concurrency column says Envoy ran with its own default
+    _as_before(admin, parameters, template)
+
+
+@pytest.mark.timeout(1200)
+def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeployment_back(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
+    scenario = _scenario(tmp_path, **{"envoy.cpu": [0.2], "load.step_seconds": 30, "load.rounds": 1})
+    sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    try:
+        wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
+                       timeout_s=900, what="a measuring window under load")  # fmt: skip
+        assert _parameters(admin) != parameters  # sized through the ContourDeployment while it measures
+        assert _gateway_annotations(admin)[workloads.CHANGED_BY] == run_dir.name
+        sweep.send_signal(signal.SIGTERM)
+        _, err = sweep.communicate(timeout=600)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.communicate()
+    assert sweep.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err, err[-2000:]
+    summary = load_summary(run_dir)
+    assert summary.status == "interrupted" and "SIGTERM" in (summary.reason or "")
+    _as_before(admin, parameters, template)
