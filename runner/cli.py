@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from runner.commands import report, sweep, testbed
+from runner.commands import fetch, report, sweep, testbed
 from runner.errors import SizerError, one_line
 
 EXIT_INTERRUPTED = 130
@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gateway-sizer", description="Find how many Envoy cores a gateway needs.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (sweep, testbed, report):
+    for module in (sweep, testbed, report, fetch):
         module.add_commands(commands)
     return parser
 

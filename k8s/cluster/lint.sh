@@ -51,6 +51,8 @@ lint "default values"
 lint "one-machine values, locust on" "${local_values[@]}"
 check "chart, default values" template
 check "chart, one-machine values, locust on" template "${local_values[@]}"
+check "chart, the runner as a Job alone" template --set nginx.enabled=false --set httpProxy.enabled=false \
+    --set runner.enabled=true
 for d in "$K8S_DIR"/manifests/*/; do
     check "k8s/manifests/$(basename "$d")" "$KUBECTL" kustomize "$d"
 done

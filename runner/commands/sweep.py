@@ -56,6 +56,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         store.summary.status = "running"
     else:
         scenario = load(args, overrides)
+        if args.publish and scenario.platform != "kubernetes":
+            raise UsageError("--publish applies to the kubernetes platform only", "leave it out on the local platform")
         store = RunStore.create(scenario, Path(args.results) if args.results else RESULTS_ROOT)
     plan = plan_sweep(scenario)
     warning = provisioning_warning(scenario, plan)
@@ -73,10 +75,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         observer.summary(store.summary, str(store.run_dir))
         report_after_sweep(store.run_dir, store.summary)
+        if args.publish:
+            _publish(scenario, store.run_dir)
     if status != "complete":
         print(f"gateway-sizer: run {status}: {store.summary.reason}", file=sys.stderr)
         return EXIT_INCOMPLETE
     return 0
+
+
+def _publish(scenario: Scenario, run_dir: Path) -> None:
+    """Keep the run's records in the cluster for `gateway-sizer fetch` (a runner run as a Job); a failure is
+    one line on stderr, and never hides how the sweep ended."""
+    from runner.errors import SizerError
+    from runner.platforms.kubernetes.connection import connect
+    from runner.platforms.kubernetes.published import publish
+
+    k8s = scenario.kubernetes
+    try:
+        name = publish(connect(k8s.kubeconfig, k8s.context), run_dir, k8s.namespace)
+    except (SizerError, OSError) as error:
+        print(f"gateway-sizer: results not published: {error}", file=sys.stderr)
+        return
+    print(f"Results published: ConfigMap {k8s.namespace}/{name}; `gateway-sizer fetch {run_dir.name}` brings them home")
 
 
 def _warn_if_sharing() -> None:
@@ -179,6 +199,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--resume", metavar="RUN", help="continue an interrupted run (its unfinished configurations)")
     sweep.add_argument(
         "--free-ports", action="store_true", help="local platform: pick free ports instead of 8089, 9090, 10080..."
+    )
+    sweep.add_argument(
+        "--publish", action="store_true", help="kubernetes: keep the run's records in a ConfigMap for `fetch` (a Job)"
     )
     sweep.set_defaults(func=cmd_sweep)
 
