@@ -1,9 +1,9 @@
 """Build and run the open-loop generator in `bench/openloop/` (Go, standard library only).
 
 An HTTP/1.1 load generator independent of Locust, for checking the toolkit's knee against ground truth:
-arrivals on an absolute clock (poisson, uniform or synchronized bursts) that never wait for responses,
-latency from each request's intended send time, and a cgroup's CPU read straight from its counters.
-Loopback targets only.
+arrivals on an absolute clock (poisson, uniform, synchronized bursts or Poisson clusters) that never wait
+for responses, latency from each request's intended send time, and a cgroup's CPU read straight from its
+counters. Loopback targets only.
 
     from openloop import build, run                # from a script in bench/ (or with bench/ on sys.path)
     result = run("http://127.0.0.1:10080", 1000, 10, "poisson", cgroup=envoy_cpuacct_folder, limit_cores=0.3)
@@ -90,14 +90,15 @@ def command(url: str, rate: float, seconds: float, arrivals: str, cgroup: str | 
             cpu_cgroup: str | Path | None = None, limit_cores: float | None = None, path: str | None = None,
             host: str | None = None, accept_encoding: str | None = None, http: str | None = None,
             timeout: float | None = None, seed: int | None = None,
-            dump_intended: str | Path | None = None, rotate: bool = False) -> list[str]:  # fmt: skip
+            dump_intended: str | Path | None = None, rotate: bool = False,
+            cluster_mean: float | None = None) -> list[str]:  # fmt: skip
     """The generator's command line; options left at None take the program's defaults."""
     argv = [str(build()), "--url", url, "--rate", repr(float(rate)), "--duration", repr(float(seconds)),
             "--arrivals", arrivals]  # fmt: skip
     options: dict[str, Any] = {
         "cgroup": cgroup, "cpu-cgroup": cpu_cgroup, "warmup": warmup, "connections": connections, "burst": burst,
         "limit-cores": limit_cores, "path": path, "host": host, "accept-encoding": accept_encoding, "http": http,
-        "timeout": timeout, "seed": seed, "dump-intended": dump_intended,
+        "timeout": timeout, "seed": seed, "dump-intended": dump_intended, "cluster-mean": cluster_mean,
     }  # fmt: skip
     for name, value in options.items():
         if value is not None:
@@ -109,8 +110,9 @@ def run(url: str, rate: float, seconds: float, arrivals: str, cgroup: str | Path
         **options: Any) -> dict[str, Any]:  # fmt: skip
     """Run the generator (warm-up, then `seconds` measured at `rate`) and return its JSON result.
 
-    Keyword options: warmup, connections, burst, cpu_cgroup, limit_cores, path, host, accept_encoding,
-    http ("raw" or "nethttp"), timeout, seed, dump_intended. Raises OpenloopError on a refusal or failure.
+    Keyword options: warmup, connections, burst, cluster_mean, cpu_cgroup, limit_cores, path, host,
+    accept_encoding, http ("raw" or "nethttp"), timeout, seed, dump_intended. Raises OpenloopError on a refusal
+    or failure.
     """
     argv = command(url, rate, seconds, arrivals, cgroup, **options)
     budget = seconds + float(options.get("warmup") or 2) + 2 * float(options.get("timeout") or 5) + 30

@@ -1,9 +1,9 @@
 // Command openloop is an open-loop HTTP/1.1 load generator for a loopback target, independent of Locust.
 //
-// Arrivals are scheduled in advance on an absolute clock (poisson, uniform or synchronized bursts) and
-// never wait for responses; latency is measured from each request's intended send time, so a slow
-// server does not lower the offered rate or hide its queueing (no coordinated omission). It reads a
-// cgroup's CPU counters over the measured window and prints one JSON object.
+// Arrivals are scheduled in advance on an absolute clock (poisson, uniform, synchronized bursts or
+// Poisson clusters) and never wait for responses; latency is measured from each request's intended
+// send time, so a slow server does not lower the offered rate or hide its queueing (no coordinated
+// omission). It reads a cgroup's CPU counters over the measured window and prints one JSON object.
 package main
 
 import (
@@ -44,6 +44,7 @@ type config struct {
 	timeout        time.Duration
 	arrivals       string
 	burst          int
+	clusterMean    float64
 	connections    int
 	rotate         bool
 	cgroup         string
@@ -73,8 +74,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.Float64Var(&rate, "rate", 0, fmt.Sprintf("offered requests per second, <= %g (required)", maxRate))
 	fs.Float64Var(&duration, "duration", 0, fmt.Sprintf("measured seconds after the warm-up, <= %g (required)", maxDuration))
 	fs.Float64Var(&warmup, "warmup", 2, fmt.Sprintf("seconds of load before the measured window, <= %g", maxWarmup))
-	fs.StringVar(&c.arrivals, "arrivals", "", "poisson (exponential gaps), uniform (constant gaps) or synchronized (bursts on shared ticks) (required)")
+	fs.StringVar(&c.arrivals, "arrivals", "", "poisson (exponential gaps), uniform (constant gaps), synchronized (bursts on shared ticks) or clustered (Poisson clusters of --cluster-mean requests at once) (required)")
 	fs.IntVar(&c.burst, "burst", 0, "synchronized: requests per tick, the tick being burst/rate (default ceil(rate/20), the sweeps' 20 RPS per paced user)")
+	fs.Float64Var(&c.clusterMean, "cluster-mean", 0, "clustered: mean requests per cluster, >= 1; sizes are geometric (1 with probability 1/mean), cluster starts Poisson at rate/mean (required)")
 	fs.IntVar(&c.connections, "connections", 64, fmt.Sprintf("keep-alive connection bound, <= %d; past it requests wait for a connection", maxConnections))
 	fs.BoolVar(&c.rotate, "rotate", false, "use all --connections in turn, least recently used first (as that many independent clients), instead of reusing the most recent")
 	fs.Float64Var(&timeout, "timeout", 5, fmt.Sprintf("seconds a request may take once sent (connect included), <= %g", maxTimeout))
@@ -87,7 +89,7 @@ func parseFlags(args []string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(os.Stdout)
-			fmt.Println("usage: openloop --url http://127.0.0.1:PORT --rate RPS --duration S --arrivals poisson|uniform|synchronized [flags]")
+			fmt.Println("usage: openloop --url http://127.0.0.1:PORT --rate RPS --duration S --arrivals poisson|uniform|synchronized|clustered [flags]")
 			fs.PrintDefaults()
 			return nil, err
 		}
@@ -125,7 +127,7 @@ func parseFlags(args []string) (*config, error) {
 	c.warmup = seconds(warmup)
 	c.timeout = seconds(timeout)
 	switch c.arrivals {
-	case "poisson", "uniform":
+	case "poisson", "uniform", "clustered":
 		if set["burst"] {
 			return nil, fail("--burst applies to --arrivals synchronized only")
 		}
@@ -137,7 +139,17 @@ func parseFlags(args []string) (*config, error) {
 			return nil, fail("--burst %d is out of range: [1, %g]", c.burst, maxRate)
 		}
 	default:
-		return nil, fail("--arrivals %q is not one of poisson, uniform, synchronized", c.arrivals)
+		return nil, fail("--arrivals %q is not one of poisson, uniform, synchronized, clustered", c.arrivals)
+	}
+	if c.arrivals == "clustered" {
+		if !set["cluster-mean"] {
+			return nil, fail("--arrivals clustered needs --cluster-mean (mean requests per cluster)")
+		}
+		if !(c.clusterMean >= 1 && c.clusterMean <= 1000) {
+			return nil, fail("--cluster-mean %g is out of range: [1, 1000]", c.clusterMean)
+		}
+	} else if set["cluster-mean"] {
+		return nil, fail("--cluster-mean applies to --arrivals clustered only")
 	}
 	if c.connections < 1 || c.connections > maxConnections {
 		return nil, fail("--connections %d is out of range: [1, %d]", c.connections, maxConnections)
@@ -164,8 +176,8 @@ func parseFlags(args []string) (*config, error) {
 		return nil, fail("--cpu-cgroup needs --cgroup")
 	}
 	if seed != "" {
-		if c.arrivals != "poisson" {
-			return nil, fail("--seed applies to --arrivals poisson only")
+		if c.arrivals != "poisson" && c.arrivals != "clustered" {
+			return nil, fail("--seed applies to --arrivals poisson and clustered only")
 		}
 		if c.seed, err = strconv.ParseUint(seed, 10, 64); err != nil {
 			return nil, fail("--seed %q is not an unsigned integer", seed)

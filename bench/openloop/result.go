@@ -46,6 +46,7 @@ type result struct {
 	OfferedRPS   float64      `json:"offered_rps"`
 	Burst        int          `json:"burst,omitempty"`
 	TickMs       float64      `json:"tick_ms,omitempty"`
+	ClusterMean  float64      `json:"cluster_mean,omitempty"`
 	Seed         *uint64      `json:"seed,omitempty"`
 	WarmupS      float64      `json:"warmup_s"`
 	DurationS    float64      `json:"duration_s"`
@@ -103,7 +104,10 @@ func buildResult(cfg *config, p *pool, cpu *cpuReader, win *window, scheduled in
 		r.Burst = cfg.burst
 		r.TickMs = round(float64(cfg.burst)/cfg.rate*1e3, 3)
 	}
-	if cfg.arrivals == "poisson" {
+	if cfg.arrivals == "clustered" {
+		r.ClusterMean = cfg.clusterMean
+	}
+	if cfg.arrivals == "poisson" || cfg.arrivals == "clustered" {
 		r.Seed = ptr(cfg.seed)
 	}
 	p.mu.Lock()

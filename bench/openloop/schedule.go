@@ -12,15 +12,17 @@ type schedule struct {
 	arrivals string
 	rate     float64
 	burst    int
+	mean     float64 // clustered: mean requests per cluster
+	left     int     // clustered: arrivals left in the current cluster
 	lead     int64
 	end      int64 // arrivals stop before this offset
 	rng      *rand.Rand
 	k        int64   // arrivals produced so far
-	t        float64 // poisson: seconds since lead of the last arrival
+	t        float64 // poisson, clustered: seconds since lead of the last arrival (clustered: of the last cluster)
 }
 
 func newSchedule(c *config, lead, end int64) *schedule {
-	return &schedule{arrivals: c.arrivals, rate: c.rate, burst: c.burst, lead: lead, end: end,
+	return &schedule{arrivals: c.arrivals, rate: c.rate, burst: c.burst, mean: c.clusterMean, lead: lead, end: end,
 		rng: rand.New(rand.NewPCG(c.seed, 0x6f70656e6c6f6f70))}
 }
 
@@ -35,6 +37,16 @@ func (s *schedule) next() (int64, bool) {
 	case "synchronized": // `burst` requests on each tick, a tick every burst/rate seconds
 		tick := s.k / int64(s.burst)
 		at = float64(tick*int64(s.burst)) / s.rate
+	case "clustered": // cluster starts Poisson at rate/mean; each cluster's requests at the same instant
+		if s.left == 0 {
+			s.t += s.rng.ExpFloat64() * s.mean / s.rate
+			s.left = 1 // geometric size: one more with probability 1 - 1/mean, so the mean size is `mean`
+			for s.rng.Float64() < 1-1/s.mean {
+				s.left++
+			}
+		}
+		s.left--
+		at = s.t
 	}
 	off := s.lead + int64(at*1e9)
 	if off >= s.end {

@@ -244,6 +244,31 @@ def test_synchronized_fires_bursts_on_shared_ticks(binary, tmp_path):
     assert len(list(itertools.groupby(intended(binary, tmp_path, "synchronized", 1000, 0.2)))) == 4
 
 
+def test_clustered_sends_poisson_clusters_of_geometric_size(binary, tmp_path):
+    rate, mean = 2000, 2.0
+    times = intended(binary, tmp_path, "clustered", rate, 2, cluster_mean=mean, seed=12345)
+    clusters = [len(list(group)) for _, group in itertools.groupby(times)]
+    assert abs(len(times) - rate * 2) < 5 * math.sqrt(rate * 2 * (2 * mean - 1))  # variance n * E[K^2] / E[K]
+    assert abs(statistics.fmean(clusters) / mean - 1) < 0.1
+    assert abs(clusters.count(1) / len(clusters) - 1 / mean) < 0.05  # geometric: size 1 with probability 1/mean
+    starts = sorted(set(times))
+    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(starts)]
+    assert abs(statistics.fmean(gaps) * rate / mean - 1) < 0.1  # clusters at rate / mean
+    assert abs(statistics.pstdev(gaps) / statistics.fmean(gaps) - 1) < 0.1  # exponential gaps between clusters
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [([], "--cluster-mean"), (["--cluster-mean", "0.5"], "--cluster-mean"), (["--burst", "2"], "--burst")],
+)
+def test_clustered_needs_a_mean_of_one_or_more_and_no_burst(binary, args, says):
+    assert says in refused(binary, "--url", "http://127.0.0.1:80", *VALID, "--arrivals", "clustered", *args)
+
+
+def test_cluster_mean_applies_to_clustered_only(binary):
+    assert "--cluster-mean" in refused(binary, "--url", "http://127.0.0.1:80", *VALID, "--cluster-mean", "2")
+
+
 # -- cgroup reading, from fake cgroup folders --------------------------------------------------------------
 def test_reads_a_cgroup_v1_cpuacct_folder_and_derives_its_cpu_folder(binary, tmp_path):
     cpuacct, cpu = tmp_path / "cpuacct" / "pod", tmp_path / "cpu" / "pod"
