@@ -25,8 +25,9 @@ CPU_SAMPLES = "container_cpu_usage_seconds_total{{{sel}}}[{range}]"
 CFS_PERIODS = "container_cpu_cfs_periods_total{{{sel}}}[{range}]"
 CFS_THROTTLED_PERIODS = "container_cpu_cfs_throttled_periods_total{{{sel}}}[{range}]"
 MEMORY_WORKING_SET = "max(max_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
-# Envoy's HTTP listeners as Contour names them: ingress_http, and ingress_https for TLS virtual hosts.
-ENVOY_LISTENERS = 'envoy_http_conn_manager_prefix=~"ingress_https?"'
+# Envoy's HTTP listeners as Contour names them: ingress_http, and ingress_https for TLS virtual hosts; for a
+# Gateway API Gateway, one per listener of the Gateway, http-<port> and https-<port>.
+ENVOY_LISTENERS = 'envoy_http_conn_manager_prefix=~"ingress_https?|https?-[0-9]+"'
 ENVOY_REQUESTS = "envoy_http_downstream_rq_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
 ENVOY_CONNECTIONS = "envoy_http_downstream_cx_total{{{sel}," + ENVOY_LISTENERS + "}}[{range}]"
 # The memory model: gauges averaged over a window (the busiest pod's). Envoy refreshes its server.memory_*

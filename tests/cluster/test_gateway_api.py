@@ -56,8 +56,9 @@ def _gateway_annotations(admin: Cluster) -> dict[str, str]:
 
 
 class LimitSampler:
-    """The CPU limit every live pod of the provisioned Envoy runs with, as its kubelet reports it, sampled every
-    SAMPLE_S in a thread: (time, {pod: cores or None})."""
+    """The CPU limit every pod of the provisioned Envoy runs with, as its kubelet reports it (terminating pods too:
+    a Deployment's old pod serves its connections while it drains), sampled every SAMPLE_S in a thread:
+    (time, {pod: cores or None})."""
 
     def __init__(self, admin: Cluster) -> None:
         self.admin = admin
@@ -70,7 +71,8 @@ class LimitSampler:
         while not self.stopped.wait(SAMPLE_S):
             taken = time.time()
             limits: dict[str, float | None] = {}
-            for pod in live_pods(self.admin, ENVOY):
+            selector = workloads.pod_selector(workloads.read(self.admin, ENVOY))
+            for pod in self.admin.core.list_namespaced_pod(ENVOY.namespace, label_selector=selector).items:
                 cpu = ((running_resources(self.admin, pod, "envoy") or {}).get("limits") or {}).get("cpu")
                 limits[pod.metadata.name] = parse_cpu(cpu) if cpu else None
             self.samples.append((taken, limits))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runner.errors import UsageError
-from runner.platforms.kubernetes import provisioned
+from runner.platforms.kubernetes import httproute, provisioned
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.provisioned import APPLIED, OWNER_LABEL, PARAMETERS
@@ -178,14 +178,14 @@ def test_same_resources_compares_quantities_not_spellings():
 
 
 def test_route_problem_reads_the_gateways_conditions():
-    assert provisioned.route_problem({}) == "no status from Contour yet"
+    assert httproute.route_problem({}) == "no status from Contour yet"
     unresolved = {"type": "ResolvedRefs", "status": "False", "message": "service nginx not found"}
     parent = {"conditions": [{"type": "Accepted", "status": "True"}, unresolved]}
-    assert provisioned.route_problem({"status": {"parents": [parent]}}) == (
+    assert httproute.route_problem({"status": {"parents": [parent]}}) == (
         "ResolvedRefs is not True: service nginx not found"
     )
     parent["conditions"][1]["status"] = "True"
-    assert provisioned.route_problem({"status": {"parents": [parent]}}) is None
+    assert httproute.route_problem({"status": {"parents": [parent]}}) is None
 
 
 def test_the_scenario_names_what_the_provisioner_made_and_refuses_what_it_cannot_set():

@@ -20,13 +20,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import MANAGED_BY
+
+if TYPE_CHECKING:
+    from runner.scenario import Scenario
 
 LEASE_DURATION_S = 60
 RENEW_INTERVAL_S = 10.0
@@ -287,4 +290,21 @@ def _holding(lease: Any) -> Holding:
         resource_version=str(lease.metadata.resource_version),
         acquired=_utc(spec.acquire_time),
         transitions=int(spec.lease_transitions or 0),
+    )
+
+
+def lease_for(
+    cluster: Cluster, scenario: Scenario, run_id: str, gateway: str, duration_s: int = LEASE_DURATION_S
+) -> GatewayLease:
+    """The Lease on the scenario's gateway, in the Locust namespace."""
+    envoy = scenario.envoy.workload
+    return GatewayLease(
+        cluster,
+        scenario.kubernetes.namespace,
+        gateway,
+        envoy.namespace,
+        envoy.name,
+        run_id,
+        duration_s=duration_s,
+        renew_interval_s=min(RENEW_INTERVAL_S, duration_s / 4),
     )

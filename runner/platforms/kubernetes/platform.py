@@ -8,9 +8,8 @@ Traffic profiles: TLS profiles go to a Secret and HTTPProxy the run creates (tls
 body profile is measured, a GET through the gateway checks that it is served (gateway_check.py). The
 memory model's extra routes are HTTPProxies the run creates and times (routes.py).
 
-A Gateway API Gateway that Contour's gateway provisioner owns (`kubernetes.gateway.kind: gateway`) is sized
-through its ContourDeployment instead of a patch, and its traffic routed by an HTTPRoute the run creates
-(provisioned.py).
+A Gateway that Contour's gateway provisioner owns is sized through its ContourDeployment (provisioned.py) and
+routed by an HTTPRoute of the run's (httproute.py).
 """
 
 from __future__ import annotations
@@ -33,11 +32,10 @@ from runner.platforms.base import Endpoints, Platform
 from runner.platforms.kubernetes import nodes as nodefacts
 from runner.platforms.kubernetes import provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
-from runner.platforms.kubernetes.created import RunObjects
 from runner.platforms.kubernetes.gateway_check import check_body, wait_served
-from runner.platforms.kubernetes.lease import LEASE_DURATION_S, RENEW_INTERVAL_S, GatewayLease
+from runner.platforms.kubernetes.httproute import route_to_backend
+from runner.platforms.kubernetes.lease import LEASE_DURATION_S, GatewayLease, lease_for
 from runner.platforms.kubernetes.loadgen import ClusterLocust
-from runner.platforms.kubernetes.objects import COMPONENT_LABEL, GATEWAY_LABEL, MANAGED_BY, gateway_key
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
 from runner.platforms.kubernetes.resize import ResizeUnsupported, live_pods, resize_in_place, running_resources
 from runner.platforms.kubernetes.routes import GatewayRoutes
@@ -87,28 +85,7 @@ class KubernetesPlatform(Platform):
         self._locust = self.loadgen.start(cluster, self.load_targets())
         self.tls.wait_valid(cluster)
         if self.parameters is not None:
-            self._route_to_backend(cluster)
-
-    def _route_to_backend(self, cluster: Cluster) -> None:
-        """A provisioned gateway: create the run's HTTPRoute for the Host header (a killed run's first deleted),
-        wait until the Gateway accepts it and Envoy serves it."""
-        objects = RunObjects(self.changes)
-        body = provisioned.route_manifest(self.scenario, self.run_id, self._gateway_key)
-        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        labels = {**MANAGED_BY, GATEWAY_LABEL: self._gateway_key, COMPONENT_LABEL: provisioned.ROUTE_COMPONENT}
-        for leftover in provisioned.list_routes(cluster, namespace, labels):
-            if leftover != name and objects.recorded("HTTPRoute", namespace, leftover) is None:
-                objects.delete(cluster, "HTTPRoute", namespace, leftover)
-        objects.record("HTTPRoute", namespace, [name])
-        objects.create_custom(cluster, body)
-        provisioned.wait_route_accepted(cluster, namespace, name)
-        load = self.scenario.load
-        wait_served(self.locust, LoadTarget(self.scenario.kubernetes.gateway_url, load.host_header, "/"))
-
-    @property
-    def _gateway_key(self) -> str:
-        envoy = self.scenario.envoy.workload
-        return gateway_key(envoy.namespace, envoy.name)
+            route_to_backend(cluster, self.scenario, self.run_id, self.changes, self.locust)
 
     def load_targets(self) -> tuple[str, ...]:
         """Where this run's Locust may send: the gateway, its TLS listener and (for the baseline) the backend."""
@@ -245,7 +222,8 @@ class KubernetesPlatform(Platform):
         if self.parameters is not None:  # Envoy's own container has requests = limits; its pod's sidecars are sized
             # by the provisioner
             sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=True)
-            self._size_provisioned(cluster, self.parameters, sized)
+            provisioned.size(cluster, self.parameters, sized, self.run_id, self.changes.save,
+                             self.scenario.kubernetes.rollout_timeout_s)  # fmt: skip
         else:
             sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=guaranteed)
             recorded = self.changes.original(envoy)
@@ -260,18 +238,6 @@ class KubernetesPlatform(Platform):
             workloads.scale(cluster, self.backend, config.backend_replicas)
             changed.append(self.backend)
         return changed
-
-    def _size_provisioned(self, cluster: Cluster, parameters: provisioned.Parameters, sized: dict[str, Any]) -> None:
-        """Give a provisioned Envoy `sized` through its ContourDeployment (recorded, and the Gateway annotated
-        with the run, before the change); returns once the provisioner has rolled it out."""
-        if not parameters.marked:
-            parameters.marked = True
-            self.changes.save()
-            provisioned.mark_changed(cluster, parameters, self.run_id)
-        if not parameters.changed:
-            parameters.changed = True
-            self.changes.save()
-        provisioned.apply_envoy_resources(cluster, parameters, sized, self.scenario.kubernetes.rollout_timeout_s)
 
     def _set(
         self,
@@ -450,23 +416,6 @@ def _image_tag(cluster: Cluster, workload: Workload | None) -> str | None:
         if container.name == workload.container:
             return str(container.image)
     return None
-
-
-def lease_for(
-    cluster: Cluster, scenario: Scenario, run_id: str, gateway: str, duration_s: int = LEASE_DURATION_S
-) -> GatewayLease:
-    """The Lease on the scenario's gateway, in the Locust namespace."""
-    envoy = scenario.envoy.workload
-    return GatewayLease(
-        cluster,
-        scenario.kubernetes.namespace,
-        gateway,
-        envoy.namespace,
-        envoy.name,
-        run_id,
-        duration_s=duration_s,
-        renew_interval_s=min(RENEW_INTERVAL_S, duration_s / 4),
-    )
 
 
 def restore(run_dir: Path, *, wait: bool = True) -> list[str]:

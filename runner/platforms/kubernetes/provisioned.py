@@ -15,20 +15,19 @@ the run directory before the change (`Parameters`, originals.py), and undone on 
 the ContourDeployment's original resources go back, the annotations come off (one more reconcile), and the
 run waits until Envoy runs with its own resources again.
 
-Traffic reaches the backend through an HTTPRoute the run creates, attached to the Gateway, for the
-scenario's Host header.
+Traffic reaches the backend through an HTTPRoute the run creates (httproute.py).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
-from runner.platforms.kubernetes.objects import host_of, label_selector, run_hash, run_labels
 from runner.platforms.kubernetes.workloads import CHANGED_BY, Workload
 from runner.quantities import parse_cpu, parse_memory
 from runner.scenario import Scenario
@@ -38,7 +37,6 @@ PARAMETERS = ("projectcontour.io", "v1alpha1", "contourdeployments")
 PARAMETERS_KIND = "ContourDeployment"
 APPLIED = "gateway-sizer/applied"  # on the Gateway: the Envoy resources the run asked, to make the provisioner look
 OWNER_LABEL = "projectcontour.io/owning-gateway-name"  # on what the provisioner made for a Gateway
-ROUTE_COMPONENT = "gateway-sizer-httproute"
 POLL_S = 1.0
 
 
@@ -64,7 +62,7 @@ class Parameters:
         return f"{PARAMETERS_KIND} {self.namespace}/{self.name}"
 
 
-def _gateway_api(cluster: Cluster, action: str, plural: str, namespace: str | None, name: str | None = None) -> Any:
+def gateway_api(cluster: Cluster, action: str, plural: str, namespace: str | None, name: str | None = None) -> Any:
     """Read (name given) or list (namespace None: in every namespace) a Gateway API object."""
     custom = cluster.custom
     if name is None:
@@ -84,14 +82,14 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
     ref = scenario.kubernetes.gateway
     what = f"Gateway {ref.namespace}/{ref.name}"
     try:
-        gateway = _gateway_api(cluster, f"read {what}", "gateways", ref.namespace, ref.name)
+        gateway = gateway_api(cluster, f"read {what}", "gateways", ref.namespace, ref.name)
     except NotFoundError:
         raise UsageError(
             f"no {what} (kubernetes.gateway)", "create it, or point kubernetes.gateway at yours (namespace, name)"
         ) from None
     class_name = str((gateway.get("spec") or {}).get("gatewayClassName", ""))
     try:
-        gateway_class = _gateway_api(cluster, f"read GatewayClass {class_name}", "gatewayclasses", None, class_name)
+        gateway_class = gateway_api(cluster, f"read GatewayClass {class_name}", "gatewayclasses", None, class_name)
     except NotFoundError:
         raise UsageError(f"{what} names GatewayClass {class_name}, which does not exist", "create it") from None
     spec = gateway_class.get("spec") or {}
@@ -112,7 +110,7 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
         )
     others = sorted(
         f"{item['metadata']['namespace']}/{item['metadata']['name']}"
-        for item in _gateway_api(cluster, "list Gateways", "gateways", None).get("items", [])
+        for item in gateway_api(cluster, "list Gateways", "gateways", None).get("items", [])
         if (item.get("spec") or {}).get("gatewayClassName") == class_name
         and (item["metadata"]["namespace"], item["metadata"]["name"]) != (ref.namespace, ref.name)
     )
@@ -203,7 +201,7 @@ def _patch_gateway(cluster: Cluster, parameters: Parameters, patch: list[dict[st
 
 
 def gateway_annotations(cluster: Cluster, parameters: Parameters) -> dict[str, str]:
-    found = _gateway_api(cluster, f"read {parameters.gateway}", "gateways", parameters.gateway_namespace,
+    found = gateway_api(cluster, f"read {parameters.gateway}", "gateways", parameters.gateway_namespace,
                          parameters.gateway_name)  # fmt: skip
     return dict((found.get("metadata") or {}).get("annotations") or {})
 
@@ -255,6 +253,26 @@ def apply_envoy_resources(
     _patch_gateway(cluster, parameters, [_add_annotation(annotations, APPLIED, value)])
     wait_sized(cluster, parameters.envoy, resources, timeout_s)
     return True
+
+
+def size(
+    cluster: Cluster,
+    parameters: Parameters,
+    sized: dict[str, Any],
+    run_id: str,
+    save: Callable[[], None],
+    timeout_s: float,
+) -> None:
+    """Give a provisioned Envoy `sized` through its ContourDeployment, the Gateway annotated with the run and the
+    change recorded (`save`) before it is made; returns once the provisioner has rolled it out."""
+    if not parameters.marked:
+        parameters.marked = True
+        save()
+        mark_changed(cluster, parameters, run_id)
+    if not parameters.changed:
+        parameters.changed = True
+        save()
+    apply_envoy_resources(cluster, parameters, sized, timeout_s)
 
 
 def wait_sized(cluster: Cluster, envoy: Workload, resources: dict[str, Any] | None, timeout_s: float) -> None:
@@ -319,75 +337,3 @@ def wait_restored(cluster: Cluster, parameters: Parameters, timeout_s: float) ->
         wait_sized(cluster, parameters.envoy, parameters.envoy_resources, timeout_s)
     except NotFoundError:
         return  # the Gateway and its Envoy were deleted meanwhile: nothing runs with the run's resources
-
-
-def route_name(run_id: str) -> str:
-    return f"gateway-sizer-route-{run_hash(run_id)}"
-
-
-def route_manifest(scenario: Scenario, run_id: str, gateway_key: str) -> dict[str, Any]:
-    """An HTTPRoute in the backend's namespace, attached to the Gateway, that sends every path of the scenario's
-    Host header to the backend's Service (named like its workload, port 80, as the test bed's chart makes it)."""
-    ref, backend = scenario.kubernetes.gateway, scenario.backend.workload
-    return {
-        "apiVersion": f"{GATEWAY_GROUP}/{GATEWAY_VERSION}",
-        "kind": "HTTPRoute",
-        "metadata": {
-            "name": route_name(run_id),
-            "namespace": backend.namespace,
-            "labels": run_labels(ROUTE_COMPONENT, run_id, gateway_key),
-        },
-        "spec": {
-            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": ref.namespace, "name": ref.name}],
-            "hostnames": [host_of(scenario.load.host_header)],
-            "rules": [
-                {
-                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                    "backendRefs": [{"name": backend.name, "port": 80}],
-                }
-            ],
-        },
-    }
-
-
-ROUTE_TIMEOUT_S = 90.0  # for Contour to accept a new HTTPRoute
-
-
-def list_routes(cluster: Cluster, namespace: str, labels: dict[str, str]) -> list[str]:
-    """The names of the HTTPRoutes in `namespace` that carry every one of `labels`."""
-    found: Any = call(f"list HTTPRoutes in {namespace}", cluster.custom.list_namespaced_custom_object, GATEWAY_GROUP,
-                      GATEWAY_VERSION, namespace, "httproutes", label_selector=label_selector(labels))  # fmt: skip
-    return [item["metadata"]["name"] for item in found.get("items", [])]
-
-
-def wait_route_accepted(cluster: Cluster, namespace: str, name: str, timeout_s: float = ROUTE_TIMEOUT_S) -> None:
-    """Return once the Gateway has accepted the HTTPRoute and resolved its backend; PlatformError with the
-    route's condition after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        route = _gateway_api(cluster, f"read HTTPRoute {namespace}/{name}", "httproutes", namespace, name)
-        problem = route_problem(route)
-        if problem is None:
-            return
-        if time.monotonic() > deadline:
-            raise PlatformError(
-                f"HTTPRoute {namespace}/{name} not served after {timeout_s:.0f} s: {problem}",
-                "check that the Gateway's listener allows routes from that namespace (allowedRoutes), and "
-                "Contour's log",
-            )
-        time.sleep(POLL_S)
-
-
-def route_problem(route: dict[str, Any]) -> str | None:
-    """Why the Gateway does not serve an HTTPRoute yet (its parent's conditions), or None once Accepted and
-    its references resolved."""
-    parents = (route.get("status") or {}).get("parents") or []
-    if not parents:
-        return "no status from Contour yet"
-    conditions = {c.get("type"): c for c in parents[0].get("conditions") or []}
-    for kind in ("Accepted", "ResolvedRefs"):
-        condition = conditions.get(kind)
-        if condition is None or condition.get("status") != "True":
-            detail = (condition or {}).get("message") or "not reported"
-            return f"{kind} is not True: {detail}"
-    return None

@@ -248,11 +248,13 @@ def rolled_out(obj: Any, kind: Kind) -> bool:
 
 
 def wait_rolled_out(cluster: Cluster, workload: Workload, timeout_s: float) -> None:
-    """Block until the rollout is done; PlatformError names the stuck pod and its last event."""
+    """Block until the rollout is done and the pods it replaced are gone (a Deployment's old pod keeps serving its
+    clients' connections, with the old limits, while it drains); PlatformError names the stuck pod and its last
+    event."""
     deadline = time.monotonic() + timeout_s
     while True:
         obj = read(cluster, workload)
-        if rolled_out(obj, workload.kind):
+        if rolled_out(obj, workload.kind) and not _terminating(cluster, workload, obj):
             return
         if time.monotonic() > deadline:
             raise PlatformError(
@@ -261,6 +263,12 @@ def wait_rolled_out(cluster: Cluster, workload: Workload, timeout_s: float) -> N
                 "raise kubernetes.rollout_timeout_seconds if it is only slow",
             )
         time.sleep(POLL_S)
+
+
+def _terminating(cluster: Cluster, workload: Workload, obj: Any) -> bool:
+    """Whether a pod of the workload is still being deleted."""
+    pods = call("list pods", cluster.core.list_namespaced_pod, workload.namespace, label_selector=pod_selector(obj))
+    return any(pod.metadata.deletion_timestamp is not None for pod in pods.items)
 
 
 def pod_selector(obj: Any) -> str:
