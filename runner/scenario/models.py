@@ -354,7 +354,6 @@ class Scenario(_Model):
             return self
         unsupported = {
             "contour.resources": self.contour.resources is not None,
-            "TLS profiles": any(profile.tls for profile in self.profiles),
             "memory.routes": bool(self.memory and self.memory.routes),
         }
         for what, asked in unsupported.items():

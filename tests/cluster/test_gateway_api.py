@@ -32,12 +32,12 @@ SAMPLE_S = 0.5
 
 
 def _scenario(folder: Path, **changes: Any) -> Path:
-    """scenarios/gateway-api.yaml with short windows and `changes` (top-level keys of `load` and `envoy`)."""
+    """scenarios/gateway-api.yaml with short windows and `changes` (`section.key`, or a top-level key)."""
     data = yaml.safe_load((PROJECT_ROOT / "scenarios" / "gateway-api.yaml").read_text())
     data["load"].update({"step_seconds": 6, "warmup_seconds": 3, "settle_seconds": 1, "max_steps": 6})
     for key, value in changes.items():
-        section, name = key.split(".")
-        data[section][name] = value
+        *section, name = key.split(".")
+        (data[section[0]] if section else data)[name] = value
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -49,10 +49,14 @@ def _parameters(admin: Cluster) -> dict[str, Any]:
     return dict(found["spec"])
 
 
-def _gateway_annotations(admin: Cluster) -> dict[str, str]:
+def _gateway(admin: Cluster) -> dict[str, Any]:
     gateway: Any = admin.custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", "projectcontour",
-                                                        "gateways", "gateway-sizer")  # fmt: skip
-    return dict(gateway["metadata"].get("annotations") or {})
+                                                             "gateways", "gateway-sizer")  # fmt: skip
+    return dict(gateway)
+
+
+def _gateway_annotations(admin: Cluster) -> dict[str, str]:
+    return dict(_gateway(admin)["metadata"].get("annotations") or {})
 
 
 class LimitSampler:
@@ -99,6 +103,9 @@ def _left_behind(admin: Cluster) -> list[str]:
 
 def _as_before(admin: Cluster, parameters: dict[str, Any], template: dict[str, Any]) -> None:
     assert _parameters(admin) == parameters
+    assert [listener["name"] for listener in _gateway(admin)["spec"]["listeners"]] == ["http"]
+    secrets = admin.core.list_namespaced_secret("projectcontour", label_selector=label_selector(MANAGED_BY)).items
+    assert [secret.metadata.name for secret in secrets] == []
     assert workloads.get_pod_resources(admin, ENVOY) == template
     annotations = _gateway_annotations(admin)
     assert workloads.CHANGED_BY not in annotations and APPLIED not in annotations, annotations
@@ -164,4 +171,25 @@ def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeploym
     assert "interrupted by SIGTERM" in err and "Traceback" not in err, err[-2000:]
     summary = load_summary(run_dir)
     assert summary.status == "interrupted" and "SIGTERM" in (summary.reason or "")
+    _as_before(admin, parameters, template)
+
+
+@pytest.mark.timeout(1800)
+def test_tls_profiles_on_a_gateway_api_install_are_served_by_https_listeners_the_run_adds_and_removes(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
+    scenario = _scenario(tmp_path, profiles=["tls", "tls-new-connection"], **{"envoy.cpu": [0.3], "load.rounds": 1})
+    sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
+    _, err = sweep.communicate(timeout=1500)
+    assert sweep.returncode == 0, err[-3000:]
+    summary = load_summary(run_dir_of(tmp_path))
+    configs = {config.profile.name: config for config in summary.configs}
+    for name, config in configs.items():
+        assert config.status == "saturated", (name, config.reason, config.search)
+        # Envoy counted the requests on the run's HTTPS listener (https-443): its RPS is the client's
+        assert all(abs(s.envoy_rps - s.rps) <= 0.1 * s.rps for s in config.steps), (name, config.steps)
+    new, kept = (configs[name].knee for name in ("tls-new-connection", "tls"))
+    assert new is not None and kept is not None and new.rps < kept.rps / 2  # a handshake per request costs most
     _as_before(admin, parameters, template)

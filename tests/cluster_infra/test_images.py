@@ -69,5 +69,5 @@ def test_unknown_image_is_one_clear_line(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "error: unknown image nginxx (known: pause, nginx, envoy, contour, prometheus, coredns, locust)"
+        "error: unknown image nginxx (known: pause, nginx, envoy, contour, prometheus, coredns, locust, runner)"
     )

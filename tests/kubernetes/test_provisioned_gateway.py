@@ -128,10 +128,14 @@ def _read_parameters(admin: Cluster, namespace: str) -> dict:
     return dict(found)
 
 
-def _annotations(admin: Cluster, namespace: str) -> dict:
+def _read_gateway(admin: Cluster, namespace: str) -> dict:
     gateway: Any = admin.custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", namespace,
                                                              "gateways", "gw")  # fmt: skip
-    return gateway["metadata"].get("annotations") or {}
+    return dict(gateway)
+
+
+def _annotations(admin: Cluster, namespace: str) -> dict:
+    return _read_gateway(admin, namespace)["metadata"].get("annotations") or {}
 
 
 @pytest.mark.parametrize("before", [None, {"resources": ENVOY_RESOURCES, "workloadType": "Deployment"}])
@@ -151,6 +155,14 @@ def test_undo_puts_the_contourdeployment_back_and_unmarks_the_gateway(admin, nam
     assert provisioned.same_resources(_read_parameters(admin, namespace)["spec"]["envoy"]["resources"], sized)
     assert _annotations(admin, namespace)[CHANGED_BY] == RUN
 
+    https = {"protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"kind": "Secret", "name": "s"}]}}
+    listeners = [{"name": "gateway-sizer-rsa-2048", "hostname": "tls.example", **https},
+                 {"name": "gateway-sizer-ecdsa-p256", "hostname": "tls-ecdsa.example", **https}]  # fmt: skip
+    provisioned.add_listeners(admin, parameters, listeners, changes.save)
+    provisioned.add_listeners(admin, parameters, listeners, changes.save)  # a resumed run's: added once
+    assert [listener["name"] for listener in _read_gateway(admin, namespace)["spec"]["listeners"]] == [
+        "http", "gateway-sizer-rsa-2048", "gateway-sizer-ecdsa-p256"]  # fmt: skip
+
     # another run refuses the gateway while this run's changes are on it
     with pytest.raises(UsageError, match=f"changes of run {RUN}"):
         provisioned.mark_changed(admin, parameters, "20261126-110000-other")
@@ -164,6 +176,8 @@ def test_undo_puts_the_contourdeployment_back_and_unmarks_the_gateway(admin, nam
     assert envoy.get("workloadType") == (before or {}).get("workloadType")  # the rest of spec.envoy untouched
     annotations = _annotations(admin, namespace)
     assert CHANGED_BY not in annotations and APPLIED not in annotations
+    assert [listener["name"] for listener in _read_gateway(admin, namespace)["spec"]["listeners"]] == ["http"]
+    assert any("removed listener(s) gateway-sizer-rsa-2048, gateway-sizer-ecdsa-p256" in line for line in done), done
     assert not ClusterChanges.load(run_dir).pending
 
 
@@ -198,7 +212,6 @@ def test_the_scenario_names_what_the_provisioner_made_and_refuses_what_it_cannot
     cases: list[tuple[dict[str, Any], str]] = [
         ({"envoy": {"cpu": ["250m"], "concurrency": 2}}, "envoy.concurrency"),
         ({"envoy": {"cpu": ["250m"], "workload": {"namespace": "a", "name": "b", "container": "c"}}}, "envoy.workload"),
-        ({"envoy": {"cpu": ["250m"]}, "profiles": ["tls"]}, "TLS profiles"),
         ({"envoy": {"cpu": ["250m"]}, "contour": {"resources": [{"cpu": 1, "memory": "1Gi"}]}}, "contour.resources"),
     ]
     for extra, words in cases:

@@ -54,21 +54,34 @@ def route_name(run_id: str) -> str:
     return f"gateway-sizer-route-{run_hash(run_id)}"
 
 
-def route_manifest(scenario: Scenario, run_id: str, gateway: str) -> dict[str, Any]:
-    """An HTTPRoute in the backend's namespace, attached to the Gateway, that sends every path of the scenario's
-    Host header to the backend's Service (named like its workload, port 80, as the test bed's chart makes it)."""
+def route_manifest(
+    scenario: Scenario,
+    run_id: str,
+    gateway: str,
+    *,
+    name: str | None = None,
+    hostname: str | None = None,
+    listener: str | None = None,
+    component: str = COMPONENT,
+) -> dict[str, Any]:
+    """An HTTPRoute in the backend's namespace, attached to the Gateway (to its `listener` only, when given),
+    that sends every path of `hostname` (default: the scenario's Host header) to the backend's Service (named
+    like its workload, port 80, as the test bed's chart makes it)."""
     ref, backend = scenario.kubernetes.gateway, scenario.backend.workload
+    parent = {"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": ref.namespace, "name": ref.name}
+    if listener:
+        parent["sectionName"] = listener
     return {
         "apiVersion": f"{GATEWAY_GROUP}/{GATEWAY_VERSION}",
         "kind": "HTTPRoute",
         "metadata": {
-            "name": route_name(run_id),
+            "name": name or route_name(run_id),
             "namespace": backend.namespace,
-            "labels": run_labels(COMPONENT, run_id, gateway),
+            "labels": run_labels(component, run_id, gateway),
         },
         "spec": {
-            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": ref.namespace, "name": ref.name}],
-            "hostnames": [host_of(scenario.load.host_header)],
+            "parentRefs": [parent],
+            "hostnames": [hostname or host_of(scenario.load.host_header)],
             "rules": [
                 {
                     "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],

@@ -125,7 +125,7 @@ class ClusterChanges:
     def pending(self) -> bool:
         return (
             bool(self.created)
-            or any(p.changed or p.marked for p in self.parameters)
+            or any(p.changed or p.marked or p.listeners for p in self.parameters)
             or any(
                 o.resources_changed or o.args_changed or o.replicas_changed or o.marked or o.pods_resized
                 for o in self.originals
@@ -175,6 +175,7 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
             done += provisioned.restore(cluster, parameters, changes.run_id)
         except NotFoundError:
             parameters.changed = parameters.marked = False
+            parameters.listeners = []
             done.append(f"{parameters} or its Gateway no longer exists")
         except Exception as error:
             problems.append(f"{parameters}: {error}")

@@ -35,6 +35,7 @@ from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.httproute import route_to_backend
 from runner.platforms.kubernetes.lease import LEASE_DURATION_S, GatewayLease, lease_for
+from runner.platforms.kubernetes.listener_tls import ListenerTls
 from runner.platforms.kubernetes.loadgen import ClusterLocust
 from runner.platforms.kubernetes.originals import FILE_NAME, ClusterChanges, Original, undo
 from runner.platforms.kubernetes.resize import ResizeUnsupported, live_pods, resize_in_place, running_resources
@@ -70,7 +71,9 @@ class KubernetesPlatform(Platform):
         self._locust: LocustMaster | None = None
         self._metrics: Metrics | None = None
         self.loadgen = ClusterLocust(scenario, run_dir.name, self.changes)
-        self.tls = GatewayTls(scenario, run_dir.name, self.changes)
+        self.tls = (ListenerTls if scenario.kubernetes.gateway.provisioned else GatewayTls)(
+            scenario, run_dir.name, self.changes
+        )
         self.routes = GatewayRoutes(scenario, run_dir.name, self.changes)
         self._programming: RouteProgramming | None = None
         self.parameters: provisioned.Parameters | None = None  # a provisioned gateway's ContourDeployment

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import PlatformError, UsageError
@@ -53,6 +53,7 @@ class Parameters:
     envoy_resources: dict[str, Any] | None = None
     changed: bool = False
     marked: bool = False
+    listeners: list[str] = field(default_factory=list)  # the run's HTTPS listeners on the Gateway (TLS profiles)
 
     @property
     def gateway(self) -> str:
@@ -201,9 +202,7 @@ def _patch_gateway(cluster: Cluster, parameters: Parameters, patch: list[dict[st
 
 
 def gateway_annotations(cluster: Cluster, parameters: Parameters) -> dict[str, str]:
-    found = gateway_api(cluster, f"read {parameters.gateway}", "gateways", parameters.gateway_namespace,
-                         parameters.gateway_name)  # fmt: skip
-    return dict((found.get("metadata") or {}).get("annotations") or {})
+    return dict((_read_gateway(cluster, parameters).get("metadata") or {}).get("annotations") or {})
 
 
 def changed_by(cluster: Cluster, parameters: Parameters) -> str | None:
@@ -309,10 +308,69 @@ def same_resources(found: dict[str, Any] | None, wanted: dict[str, Any] | None) 
     return parsed(found) == parsed(wanted)
 
 
+def add_listeners(
+    cluster: Cluster, parameters: Parameters, listeners: list[dict[str, Any]], save: Callable[[], None]
+) -> None:
+    """Add listeners to the Gateway (the TLS profiles' HTTPS listeners), each recorded (`save`) before the patch
+    that adds it; one already there (a resumed run's) is left as it is."""
+    found = _read_gateway(cluster, parameters)
+    present = {listener.get("name") for listener in (found.get("spec") or {}).get("listeners") or []}
+    new = [listener for listener in listeners if listener["name"] not in present]
+    if not new:
+        return
+    parameters.listeners += [listener["name"] for listener in new if listener["name"] not in parameters.listeners]
+    save()
+    patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": found["metadata"]["uid"]}]
+    patch += [{"op": "add", "path": "/spec/listeners/-", "value": listener} for listener in new]
+    _patch_gateway(cluster, parameters, patch)
+
+
+def _read_gateway(cluster: Cluster, parameters: Parameters) -> dict[str, Any]:
+    found: Any = gateway_api(cluster, f"read {parameters.gateway}", "gateways", parameters.gateway_namespace,
+                             parameters.gateway_name)  # fmt: skip
+    return dict(found)
+
+
+def listener_status(cluster: Cluster, parameters: Parameters) -> dict[str, str]:
+    """Each listener of the Gateway's status: "" once Contour has programmed it and resolved its references,
+    else the first condition that is not True."""
+    found: dict[str, str] = {}
+    for listener in (_read_gateway(cluster, parameters).get("status") or {}).get("listeners") or []:
+        conditions = {c.get("type"): c for c in listener.get("conditions") or []}
+        problem = ""
+        for kind in ("Programmed", "ResolvedRefs"):
+            condition = conditions.get(kind)
+            if condition is None or condition.get("status") != "True":
+                problem = f"{kind} is not True: {(condition or {}).get('message') or 'not reported'}"
+                break
+        found[str(listener.get("name"))] = problem
+    return found
+
+
+def _remove_listeners(cluster: Cluster, parameters: Parameters) -> list[str]:
+    """Take the run's listeners off the Gateway (by name, each index tested); returns their names."""
+    listeners = (_read_gateway(cluster, parameters).get("spec") or {}).get("listeners") or []
+    indices = [i for i, listener in enumerate(listeners) if listener.get("name") in parameters.listeners]
+    patch: list[dict[str, Any]] = []
+    for index in reversed(indices):
+        name = listeners[index]["name"]
+        patch += [{"op": "test", "path": f"/spec/listeners/{index}/name", "value": name},
+                  {"op": "remove", "path": f"/spec/listeners/{index}"}]  # fmt: skip
+    if patch:
+        _patch_gateway(cluster, parameters, patch)
+    removed = [listeners[i]["name"] for i in indices]
+    parameters.listeners = []
+    return removed
+
+
 def restore(cluster: Cluster, parameters: Parameters, run_id: str) -> list[str]:
-    """Put the ContourDeployment's Envoy resources back and take the run's annotations off the Gateway (which
-    has the provisioner reconcile it); one line per thing done. The caller waits with `wait_restored`."""
+    """Put the ContourDeployment's Envoy resources back, take the run's listeners and annotations off the Gateway
+    (which has the provisioner reconcile it); one line per thing done. The caller waits with `wait_restored`."""
     done: list[str] = []
+    if parameters.listeners:
+        removed = _remove_listeners(cluster, parameters)
+        if removed:
+            done.append(f"removed listener(s) {', '.join(removed)} from {parameters.gateway}")
     if parameters.changed:
         set_envoy_resources(cluster, parameters, parameters.envoy_resources)
         parameters.changed = False
