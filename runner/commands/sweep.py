@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,11 +54,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         run_dir = resolve_run(args.resume)
         store = RunStore.open(run_dir)
         scenario = _resumable(args, run_dir, overrides)
+        _check_publish(args, scenario)
         store.summary.status = "running"
     else:
         scenario = load(args, overrides)
-        if args.publish and scenario.platform != "kubernetes":
-            raise UsageError("--publish applies to the kubernetes platform only", "leave it out on the local platform")
+        _check_publish(args, scenario)
         store = RunStore.create(scenario, Path(args.results) if args.results else RESULTS_ROOT)
     plan = plan_sweep(scenario)
     warning = provisioning_warning(scenario, plan)
@@ -83,20 +84,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_publish(args: argparse.Namespace, scenario: Scenario) -> None:
+    if args.publish and scenario.platform != "kubernetes":
+        raise UsageError("--publish applies to the kubernetes platform only", "leave it out on the local platform")
+
+
 def _publish(scenario: Scenario, run_dir: Path) -> None:
     """Keep the run's records in the cluster for `gateway-sizer fetch` (a runner run as a Job); a failure is
     one line on stderr, and never hides how the sweep ended."""
     from runner.errors import SizerError
     from runner.platforms.kubernetes.connection import connect
-    from runner.platforms.kubernetes.published import publish
+    from runner.platforms.kubernetes.published import POD_NAMESPACE, publish
 
     k8s = scenario.kubernetes
+    namespace = os.environ.get(POD_NAMESPACE) or k8s.namespace  # a Job's own namespace, where fetch looks
     try:
-        name = publish(connect(k8s.kubeconfig, k8s.context), run_dir, k8s.namespace)
+        name = publish(connect(k8s.kubeconfig, k8s.context), run_dir, namespace)
     except (SizerError, OSError) as error:
         print(f"gateway-sizer: results not published: {error}", file=sys.stderr)
         return
-    print(f"Results published: ConfigMap {k8s.namespace}/{name}; `gateway-sizer fetch {run_dir.name}` brings them home")
+    print(f"Results published: ConfigMap {namespace}/{name}; `gateway-sizer fetch {run_dir.name}` brings them home")
 
 
 def _warn_if_sharing() -> None:

@@ -19,8 +19,9 @@ from kubernetes import client
 from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.gateway_object import APPLIED
 from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
-from runner.platforms.kubernetes.provisioned import APPLIED, PARAMETERS, same_resources
+from runner.platforms.kubernetes.provisioned import PARAMETERS, same_resources
 from runner.platforms.kubernetes.resize import live_pods, running_resources
 from runner.quantities import parse_cpu
 from runner.results import load_summary

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from runner.errors import UsageError
-from runner.platforms.kubernetes import httproute, provisioned
+from runner.errors import ScenarioError, UsageError
+from runner.platforms.kubernetes import gateway_object, httproute, provisioned
 from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.gateway_object import APPLIED
 from runner.platforms.kubernetes.originals import ClusterChanges, undo
-from runner.platforms.kubernetes.provisioned import APPLIED, OWNER_LABEL, PARAMETERS
+from runner.platforms.kubernetes.provisioned import OWNER_LABEL, PARAMETERS
 from runner.platforms.kubernetes.workloads import CHANGED_BY
 from runner.scenario import Scenario, parse_scenario
 from support.k8s import create, workload
@@ -141,13 +142,14 @@ def _annotations(admin: Cluster, namespace: str) -> dict:
 @pytest.mark.parametrize("before", [None, {"resources": ENVOY_RESOURCES, "workloadType": "Deployment"}])
 def test_undo_puts_the_contourdeployment_back_and_unmarks_the_gateway(admin, namespace, tmp_path: Path, before):
     _installed(admin, namespace, envoy=before)
+    spec_before = _read_parameters(admin, namespace).get("spec")
     run_dir = tmp_path / RUN
     run_dir.mkdir()
     changes = ClusterChanges.open(run_dir / "kubernetes-originals.json")
     parameters = changes.remember_parameters(provisioned.find(admin, _scenario(namespace)))
     parameters.marked = parameters.changed = True
     changes.save()
-    provisioned.mark_changed(admin, parameters, RUN)
+    gateway_object.mark_changed(admin, parameters, RUN)
     sized = {"limits": {"cpu": "250m", "memory": "256Mi"}, "requests": {"cpu": "250m", "memory": "256Mi"}}
     provisioned.set_envoy_resources(admin, parameters, sized)
     admin.custom.patch_namespaced_custom_object("gateway.networking.k8s.io", "v1", namespace, "gateways", "gw",
@@ -158,22 +160,20 @@ def test_undo_puts_the_contourdeployment_back_and_unmarks_the_gateway(admin, nam
     https = {"protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"kind": "Secret", "name": "s"}]}}
     listeners = [{"name": "gateway-sizer-rsa-2048", "hostname": "tls.example", **https},
                  {"name": "gateway-sizer-ecdsa-p256", "hostname": "tls-ecdsa.example", **https}]  # fmt: skip
-    provisioned.add_listeners(admin, parameters, listeners, changes.save)
-    provisioned.add_listeners(admin, parameters, listeners, changes.save)  # a resumed run's: added once
+    gateway_object.add_listeners(admin, parameters, listeners, changes.save)
+    gateway_object.add_listeners(admin, parameters, listeners, changes.save)  # a resumed run's: added once
     assert [listener["name"] for listener in _read_gateway(admin, namespace)["spec"]["listeners"]] == [
         "http", "gateway-sizer-rsa-2048", "gateway-sizer-ecdsa-p256"]  # fmt: skip
 
     # another run refuses the gateway while this run's changes are on it
     with pytest.raises(UsageError, match=f"changes of run {RUN}"):
-        provisioned.mark_changed(admin, parameters, "20261126-110000-other")
+        gateway_object.mark_changed(admin, parameters, "20261126-110000-other")
 
     loaded = ClusterChanges.load(run_dir)  # as `gateway-sizer restore` reads it
     assert loaded.pending and loaded.parameters[0].envoy_resources == parameters.envoy_resources
     done = undo(admin, loaded, 5, wait=False)
     assert any("restored spec.envoy.resources" in line for line in done), done
-    envoy = (_read_parameters(admin, namespace).get("spec") or {}).get("envoy") or {}
-    assert provisioned.same_resources(envoy.get("resources"), (before or {}).get("resources"))
-    assert envoy.get("workloadType") == (before or {}).get("workloadType")  # the rest of spec.envoy untouched
+    assert _read_parameters(admin, namespace).get("spec") == spec_before  # no spec.envoy left where there was none
     annotations = _annotations(admin, namespace)
     assert CHANGED_BY not in annotations and APPLIED not in annotations
     assert [listener["name"] for listener in _read_gateway(admin, namespace)["spec"]["listeners"]] == ["http"]
@@ -215,7 +215,27 @@ def test_the_scenario_names_what_the_provisioner_made_and_refuses_what_it_cannot
         ({"envoy": {"cpu": ["250m"]}, "contour": {"resources": [{"cpu": 1, "memory": "1Gi"}]}}, "contour.resources"),
     ]
     for extra, words in cases:
-        with pytest.raises(Exception, match=words):
+        with pytest.raises(ScenarioError, match=words):
             parse_scenario({**base, **extra})
-    with pytest.raises(Exception, match="provisioned gateway only"):
+    with pytest.raises(ScenarioError, match="provisioned gateway only"):
         parse_scenario({"name": "g", "platform": "kubernetes", "envoy": {"cpu": ["250m"], "concurrency": "default"}})
+
+
+def test_undo_after_the_gateway_was_deleted_still_puts_the_contourdeployment_back(admin, namespace, tmp_path: Path):
+    _installed(admin, namespace, envoy={"resources": ENVOY_RESOURCES})
+    changes = ClusterChanges.open(tmp_path / RUN / "kubernetes-originals.json")
+    (tmp_path / RUN).mkdir()
+    parameters = changes.remember_parameters(provisioned.find(admin, _scenario(namespace)))
+    parameters.marked = parameters.changed = True
+    changes.save()
+    gateway_object.mark_changed(admin, parameters, RUN)
+    provisioned.set_envoy_resources(admin, parameters, {"limits": {"cpu": "250m"}, "requests": {"cpu": "250m"}})
+    https = {"protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"kind": "Secret", "name": "s"}]}}
+    gateway_object.add_listeners(admin, parameters, [{"name": "gateway-sizer-rsa-2048", **https}], changes.save)
+    admin.custom.delete_namespaced_custom_object("gateway.networking.k8s.io", "v1", namespace, "gateways", "gw")
+
+    done = undo(admin, ClusterChanges.load(tmp_path / RUN), 5, wait=False)  # no exception: each step goes on
+    assert any("no longer exists" in line for line in done), done
+    envoy = _read_parameters(admin, namespace)["spec"]["envoy"]
+    assert provisioned.same_resources(envoy["resources"], ENVOY_RESOURCES)  # the class's next Gateway: as before
+    assert not ClusterChanges.load(tmp_path / RUN).pending

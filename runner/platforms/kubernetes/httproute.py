@@ -15,6 +15,7 @@ from runner.locust import LoadTarget, LocustMaster
 from runner.platforms.kubernetes.connection import Cluster, call
 from runner.platforms.kubernetes.created import RunObjects
 from runner.platforms.kubernetes.gateway_check import wait_served
+from runner.platforms.kubernetes.gateway_object import GATEWAY_GROUP, GATEWAY_VERSION, gateway_api
 from runner.platforms.kubernetes.objects import (
     COMPONENT_LABEL,
     GATEWAY_LABEL,
@@ -26,7 +27,7 @@ from runner.platforms.kubernetes.objects import (
     run_labels,
 )
 from runner.platforms.kubernetes.originals import ClusterChanges
-from runner.platforms.kubernetes.provisioned import GATEWAY_GROUP, GATEWAY_VERSION, POLL_S, gateway_api
+from runner.platforms.kubernetes.provisioned import POLL_S
 from runner.scenario import Scenario
 
 COMPONENT = "gateway-sizer-httproute"

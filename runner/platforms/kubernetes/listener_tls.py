@@ -19,7 +19,7 @@ from typing import Any
 
 from runner.certificates import pem_pair
 from runner.errors import PlatformError
-from runner.platforms.kubernetes import provisioned
+from runner.platforms.kubernetes import gateway_object, provisioned
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.created import RunObjects
 from runner.platforms.kubernetes.httproute import route_manifest, wait_route_accepted
@@ -83,11 +83,8 @@ class ListenerTls:
                     "allowedRoutes": {"namespaces": {"from": "All"}},
                 }
             )
-        if not parameters.marked:
-            parameters.marked = True
-            self.changes.save()
-            provisioned.mark_changed(cluster, parameters, self.run_id)
-        provisioned.add_listeners(cluster, parameters, listeners, self.changes.save)
+        provisioned.mark(cluster, parameters, self.run_id, self.changes.save)
+        gateway_object.add_listeners(cluster, parameters, listeners, self.changes.save)
         for key in self.keys:
             name = object_name(self.run_id, key)
             body = route_manifest(self.scenario, self.run_id, self.gateway, name=name, hostname=self.fqdn(key),
@@ -104,7 +101,7 @@ class ListenerTls:
         deadline = time.monotonic() + timeout_s
         wanted = {listener_name(key) for key in self.keys}
         while True:
-            status = provisioned.listener_status(cluster, parameters)
+            status = gateway_object.listener_status(cluster, parameters)
             problems = {name: problem for name in sorted(wanted) if (problem := status.get(name, "no status yet"))}
             if not problems:
                 break

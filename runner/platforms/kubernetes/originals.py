@@ -172,7 +172,7 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         save()
     for parameters in changes.parameters:
         try:
-            done += provisioned.restore(cluster, parameters, changes.run_id)
+            done += provisioned.restore(cluster, parameters, changes.run_id, wait=wait)
         except NotFoundError:
             parameters.changed = parameters.marked = False
             parameters.listeners = []
@@ -180,8 +180,12 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         except Exception as error:
             problems.append(f"{parameters}: {error}")
         save()
+    listening = any(parameters.listeners for parameters in changes.parameters)
     for created in list(changes.created):
         what = f"{created['kind']} {created['namespace']}/{created['name']}"
+        if created["kind"] == "Secret" and listening:  # a listener still names it: kept for the next restore
+            problems.append(f"{what}: kept while the Gateway's listeners that name it are not removed")
+            continue
         try:
             delete_created(cluster, created)
             done.append(f"deleted {what}")
@@ -196,10 +200,13 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         save()
     if wait:
         for parameters in changes.parameters:
+            if not parameters.changed:
+                continue
             try:
                 provisioned.wait_restored(cluster, parameters, timeout_s)
             except Exception as error:
                 problems.append(str(error))
+            save()
         for original in changes.originals:
             try:
                 wait_rolled_out(cluster, original.workload, timeout_s)

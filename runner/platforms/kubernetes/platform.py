@@ -29,8 +29,8 @@ from runner.metrics import Metrics, Selector, Selectors
 from runner.model import RouteProgramming
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
+from runner.platforms.kubernetes import gateway_object, provisioned, workloads
 from runner.platforms.kubernetes import nodes as nodefacts
-from runner.platforms.kubernetes import provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.gateway_check import check_body, wait_served
 from runner.platforms.kubernetes.httproute import route_to_backend
@@ -110,7 +110,8 @@ class KubernetesPlatform(Platform):
             if workload is not None:
                 workloads.refuse_foreign_changes(workload, workloads.changed_by(cluster, workload), self.run_id)
         if found is not None:  # the ContourDeployment as it was: kept as recorded first when resumed
-            workloads.refuse_foreign_changes(found.gateway, provisioned.changed_by(cluster, found), self.run_id)
+            workloads.refuse_foreign_changes(found.gateway, gateway_object.changed_by(cluster, found), self.run_id)
+            provisioned.record_original(cluster, found)  # read again with the Lease held
             self.parameters = self.changes.remember_parameters(found)
         for workload in (self.envoy, self.contour, self.backend):
             if workload is not None:  # kept as recorded first when this run is resumed
@@ -350,10 +351,10 @@ class KubernetesPlatform(Platform):
         contour = self.scenario.contour.workload
         ns = self.scenario.kubernetes.namespace
         return Selectors(
-            envoy=Selector(envoy.namespace, f"{envoy.name}-.*", envoy.container),
-            backend=Selector(backend.namespace, f"{backend.name}-.*", backend.container),
-            generator=Selector(ns, f"{self.loadgen.names.worker}-.*", "locust"),
-            control_plane=Selector(contour.namespace, f"{contour.name}-.*", contour.container),
+            envoy=Selector(envoy.namespace, workloads.pod_name_regex(envoy.name), envoy.container),
+            backend=Selector(backend.namespace, workloads.pod_name_regex(backend.name), backend.container),
+            generator=Selector(ns, workloads.pod_name_regex(self.loadgen.names.worker), "locust"),
+            control_plane=Selector(contour.namespace, workloads.pod_name_regex(contour.name), contour.container),
         )
 
     @property

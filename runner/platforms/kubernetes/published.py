@@ -1,14 +1,15 @@
 """A run's results kept in the cluster, for a runner that runs there as a Job (charts/gateway-loadtest `runner`),
 and `gateway-sizer fetch`, which brings them home.
 
-A Job's pod has no disk a user can reach once it is gone, so at the end of the sweep (finished, failed or
-stopped) the runner writes its run's records into a ConfigMap, `gateway-sizer-results-<run hash>` in its own
-namespace: summary.json, scenario.yaml, environment.json, steps.csv, report.md and kubernetes-originals.json,
-each gzipped (a ConfigMap holds at most 1 MiB; a run's records are tens of KiB compressed). A ConfigMap rather
-than a PersistentVolumeClaim: every cluster has them, the runner's RBAC already creates them, and `fetch` reads
-them with a user's kubeconfig, without a pod to copy from. The ConfigMap is owned by the Job (through the pod's
-owner reference), so deleting the Job, or `helm uninstall`, deletes it too. `fetch` writes the files into
-results/<run-id>/ and renders report.html and the plots there from summary.json, as `gateway-sizer report` does.
+A Job's pod has no disk a user can reach once it is gone, so at the end of the sweep (finished, failed or stopped)
+the runner writes its run's records into a ConfigMap, `gateway-sizer-results-<run hash>` in its own namespace (the
+Job's, from the downward API; else the scenario's kubernetes.namespace): summary.json, scenario.yaml,
+environment.json, steps.csv, report.md and kubernetes-originals.json, each gzipped (a ConfigMap holds at most 1 MiB;
+a run's records are tens of KiB compressed). A ConfigMap rather than a PersistentVolumeClaim: every cluster has
+them, the runner's RBAC already creates them, and `fetch` reads them with a user's kubeconfig, without a pod to copy
+from. The ConfigMap is owned by the Job (through the pod's owner reference), so deleting the Job, or `helm
+uninstall`, deletes it too. `fetch` writes the files into results/<run-id>/ and renders report.html and the plots
+there from summary.json, as `gateway-sizer report` does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import gzip
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ RUN_ANNOTATION = "gateway-sizer/run"  # the run id in full (a label value is cut
 FILES = ("summary.json", "scenario.yaml", "environment.json", "steps.csv", "report.md", "kubernetes-originals.json")
 MAX_BYTES = 900 * 1024  # under a ConfigMap's 1 MiB, with room for its metadata
 POD_NAME, POD_NAMESPACE = "POD_NAME", "POD_NAMESPACE"  # set by the Job's downward API
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}")  # a run directory's name: never a path
 
 
 def configmap_name(run_id: str) -> str:
@@ -113,6 +116,8 @@ def fetch(cluster: Cluster, namespace: str, results: Path, run_id: str | None = 
             f"no run {run_id} published in {namespace}", f"published there: {', '.join(r for r, _ in runs)}"
         )
     name, item = chosen[0]
+    if not RUN_ID.fullmatch(name) or name in (".", ".."):
+        raise UsageError(f"ConfigMap {item.metadata.name} names run {name!r}, not a run id", "delete it")
     run_dir = results / name
     run_dir.mkdir(parents=True, exist_ok=True)
     for key, value in (item.binary_data or {}).items():

@@ -271,6 +271,12 @@ def _terminating(cluster: Cluster, workload: Workload, obj: Any) -> bool:
     return any(pod.metadata.deletion_timestamp is not None for pod in pods.items)
 
 
+def pod_name_regex(name: str) -> str:
+    """The names of the pods of DaemonSet or Deployment `name`, as a Prometheus regex: `<name>-<5 chars>` or
+    `<name>-<pod-template hash>-<5 chars>`, so that `envoy` does not take in the pods of `envoy-gateway-sizer`."""
+    return f"{name}-([a-z0-9]{{5}}|[a-z0-9]{{6,10}}-[a-z0-9]{{5}})"
+
+
 def pod_selector(obj: Any) -> str:
     """A workload's pod selector as a label-selector string."""
     labels = obj.spec.selector.match_labels or {}
