@@ -20,8 +20,15 @@ wider than a cluster have dispersion 2m - 1). m is chosen per rate to match the 
 round in 1 ms bins (`--cluster-mean auto`: m = (D + 1) / 2), or given. It prints the medians over rounds with the spread
 of the ratios paired by round (Locust / Go-poisson, Go-clustered / Go-poisson), and Locust's worker CPU.
 
+`--workers 1,2`: Locust with that many worker processes (load.workers), to test whether the clustering comes from
+one gevent loop waking on whole-millisecond epoll timeouts (the users of one worker fire on the same ticks;
+several workers have independent ticks). With several counts, every round runs one short sweep per worker count
+(order rotated per round), each on a fresh test bed with its own Go Poisson window per rate after Locust's, and
+Locust's CPU per request is paired with the Go Poisson of its own sweep (same Envoy process); the Go clustered
+mode is skipped then. One count (default 1) runs as before: one sweep, all three loads.
+
     .venv/bin/python bench/send_clustering.py [--cap 0.25] [--shares 0.55,0.7,0.85] [--rounds 4] [--seconds 10]
-        [--cluster-mean auto|M] [--rates R1,R2 instead of locating the knee]
+        [--cluster-mean auto|M] [--rates R1,R2 instead of locating the knee] [--workers 1 | 1,2]
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from openloop import command
 from runner.model import Step
 from runner.observer import SweepObserver
 from runner.plan import Configuration, plan_sweep
+from runner.platforms.local.layout import WORKER_POD
 from runner.platforms.local.platform import LocalPlatform
 from runner.platforms.local.testbed import ENVOY_POD
 from runner.results import RunStore
@@ -109,11 +117,14 @@ class Clustering(SweepObserver):
     (Poisson, then clustered, alternating which goes first) before every round but the first and after the last."""
 
     def __init__(self, platform: LocalPlatform, rates: list[float], cap: float, seconds: float, user_rps: float,
-                 mean: str, folder: Path):  # fmt: skip
+                 mean: str, folder: Path, *, workers: int = 1, modes: tuple[str, ...] = LOADS[1:],
+                 label: str = "locust", round_: int | None = None):  # fmt: skip
         self.platform, self.rates, self.cap, self.seconds, self.user_rps = platform, rates, cap, seconds, user_rps
         self.mean, self.pcap = mean, folder / "requests.pcap"
+        self.workers, self.modes, self.label, self.round = workers, modes, label, round_  # round_: this sweep's
         self.means: dict[float, float] = {}
         self.clock: CgroupClock | None = None
+        self.worker_clock: CgroupClock | None = None  # every Locust worker's cgroup, summed
         self.capture: subprocess.Popen[str] | None = None
         self.locust: list[dict[str, Any]] = []  # windows: load, round, rate, start, end, worker cpu
         self.go: list[dict[str, Any]] = []
@@ -124,6 +135,8 @@ class Clustering(SweepObserver):
         testbed = self.platform.testbed
         containers = testbed.containers
         self.clock = CgroupClock(lambda: containers[ENVOY_POD].cgroup.cpu_usage_seconds())
+        workers = [f"{WORKER_POD}-{i}" for i in range(self.workers)]
+        self.worker_clock = CgroupClock(lambda: sum(containers[w].cgroup.cpu_usage_seconds() for w in workers))
         port = urlsplit(testbed.gateway_url).port or 80
         pin = ["taskset", "-c", testbed.placement.others_cpus] if testbed.placement.others_cpus else []
         self.capture = subprocess.Popen([*pin, *capture_command(port, self.pcap)], stdout=subprocess.DEVNULL,
@@ -136,7 +149,7 @@ class Clustering(SweepObserver):
         rate = min(self.rates, key=lambda r: abs(r - (step.target_rps or math.inf)))
         if step.target_rps is None or abs(step.target_rps - rate) >= 0.5:  # the plan's rates carry float noise
             return
-        self.locust.append({"load": "locust", "round": step.round, "rate": rate, "users": step.users,
+        self.locust.append({"load": self.label, "round": self.round or step.round, "rate": rate, "users": step.users,
                             "start": step.started_at, "end": step.started_at + step.window_s,
                             "worker_cpu": step.generator_cpu_max, "locust_rps": step.rps})  # fmt: skip
 
@@ -148,8 +161,9 @@ class Clustering(SweepObserver):
         self.run_generator(rounds)
 
     def stop(self) -> str:
-        if self.clock is not None:
-            self.clock.stopped.set()
+        for clock in (self.clock, self.worker_clock):
+            if clock is not None:
+                clock.stopped.set()
         if self.capture is None:
             return ""
         self.capture.terminate()
@@ -167,13 +181,13 @@ class Clustering(SweepObserver):
         print(f"Go clusters' mean size per rate (Locust's round 1, 1 ms bins): {self.means}", flush=True)
 
     def run_generator(self, round_: int) -> None:
-        if not self.means:
+        if not self.means and "clustered" in self.modes:
             self.choose_means()
         testbed = self.platform.testbed
         cgroup = testbed.containers[ENVOY_POD].cgroup
         pin = ["taskset", "-c", testbed.placement.others_cpus] if testbed.placement.others_cpus else []
         for i, rate in enumerate(self.rates):
-            modes = ["poisson", "clustered"] if (round_ + i) % 2 else ["clustered", "poisson"]
+            modes = list(self.modes) if (round_ + i) % 2 else list(reversed(self.modes))
             for mode in modes:
                 mean = self.means[rate] if mode == "clustered" else None
                 argv = command(testbed.gateway_url, rate, self.seconds, mode, cgroup.usage_folder,
@@ -183,34 +197,35 @@ class Clustering(SweepObserver):
                                       timeout=self.seconds + 60)  # fmt: skip
                 result = json.loads(done.stdout)
                 cpu = result["cpu"]
-                self.go.append({"load": mode, "round": round_, "rate": rate, "mean": mean,
+                self.go.append({"load": mode, "round": self.round or round_, "rate": rate, "mean": mean,
                                 "start": cpu["window_start_unix"], "end": cpu["window_end_unix"],
                                 "achieved_rps": result["achieved_rps"], "late": result["late_starts"],
                                 "generator_us": result["generator"]["us_per_request"]})  # fmt: skip
 
 
-def compare(cap: float, rates: list[float], rounds: int, seconds: float, mean: str) -> tuple[Clustering, str]:
+def compare(cap: float, rates: list[float], rounds: int, seconds: float, mean: str, *, workers: int = 1,
+            modes: tuple[str, ...] = LOADS[1:], label: str = "locust",
+            round_: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One sweep of `rounds` rounds with Locust at `workers` worker processes and the Go generator in `modes`
+    between them: every window with its arrival figures and Envoy's CPU per request."""
     data = scenario_with(cap, rounds=rounds, search="fixed", rps=rates, step_seconds=round(seconds),
-                         warmup_seconds=3, settle_seconds=2)  # fmt: skip
+                         warmup_seconds=3, settle_seconds=2, workers=workers)  # fmt: skip
     scenario = parse_scenario(data)
     folder = Path(tempfile.mkdtemp(prefix="gateway-sizer-clustering-"))
     store = RunStore.create(scenario, folder)
     platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
-    observer = Clustering(platform, rates, cap, seconds, scenario.load.max_rps_per_user, mean, folder)
+    observer = Clustering(platform, rates, cap, seconds, scenario.load.max_rps_per_user, mean, folder,
+                          workers=workers, modes=modes, label=label, round_=round_)  # fmt: skip
     try:
         Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=observer).run()
     finally:
         drops = observer.stop()
-    return observer, drops
+    return measure(observer, drops, sweep=round_ or 0)
 
 
-def _med(values: list[float]) -> float:
-    values = [v for v in values if not math.isnan(v)]
-    return statistics.median(values) if values else math.nan
-
-
-def report(rates: list[float], observer: Clustering, drops: str) -> None:
-    assert observer.clock is not None
+def measure(observer: Clustering, drops: str, sweep: int) -> list[dict[str, Any]]:
+    """The windows of one sweep with their arrival figures, Envoy's CPU per request and the workers' cores."""
+    assert observer.clock is not None and observer.worker_clock is not None
     times = read_times(observer.pcap)
     print(f"capture: {len(times):,} requests recorded; tcpdump: {drops or 'no counts'}", flush=True)
     windows = []
@@ -218,37 +233,67 @@ def report(rates: list[float], observer: Clustering, drops: str) -> None:
         figures = arrivals(times, w["start"], w["end"])
         cores = observer.clock.cores(w["start"], w["end"])
         us = cores / figures["rps"] * 1e6 if cores is not None and figures["rps"] > 0 else math.nan
-        windows.append({**w, **figures, "us": us})
+        worker_cores = observer.worker_clock.cores(w["start"], w["end"]) if w["load"].startswith("locust") else None
+        windows.append({**w, **figures, "us": us, "sweep": sweep, "workers": observer.workers,
+                        "worker_cores": math.nan if worker_cores is None else worker_cores})  # fmt: skip
+    return windows
+
+
+def _med(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
+
+
+def report(rates: list[float], windows: list[dict[str, Any]], loads: list[str]) -> None:
+    """Medians over rounds per rate and load; CPU per request over the Go Poisson of the same sweep and round."""
     print("rate    load        m    disp 1ms  disp 10ms  gaps<50us  median gap   Envoy us/req   served/s  "
           "(medians over rounds)", flush=True)  # fmt: skip
     for rate in rates:
         mine = [w for w in windows if w["rate"] == rate]
-        for load in LOADS:
+        for load in loads:
             these = [w for w in mine if w["load"] == load]
             if not these:
                 continue
             m = f"{these[0]['mean']:.2f}" if load == "clustered" else "-"
             med = {key: _med([w[key] for w in these]) for key in ("d1", "d10", "short", "median_gap_us", "us", "rps")}
             extra = ""
-            if load == "locust":
-                extra = f"  worker CPU {_med([w['worker_cpu'] for w in these]):.0%}, users {these[0]['users']}"
+            if load.startswith("locust"):
+                extra = (f"  worker CPU {_med([w['worker_cpu'] for w in these]):.0%} (busiest), workers' cores "
+                         f"{_med([w['worker_cores'] for w in these]):.3f}, users {these[0]['users']}")  # fmt: skip
             else:
                 extra = f"  generator {_med([w['generator_us'] or math.nan for w in these]):.1f} us/req"
             print(f"{rate:6,.0f}  {load:10}{m:>4}  {med['d1']:8.2f}  {med['d10']:9.2f}  {med['short']:9.1%}  "
                   f"{med['median_gap_us']:8.0f} us  {med['us']:10.1f} us  {med['rps']:9,.0f}{extra}",
                   flush=True)  # fmt: skip
-        by_round: dict[int, dict[str, float]] = {}
+        ratios: dict[str, dict[int, float]] = {}  # load: round: CPU per request / the Go Poisson of its sweep
         for w in mine:
-            by_round.setdefault(w["round"], {})[w["load"]] = w["us"]
-        full = [e for e in by_round.values() if set(LOADS) <= set(e) and not any(math.isnan(v) for v in e.values())]
+            if w["load"] == "poisson" or math.isnan(w["us"]):
+                continue
+            base = [
+                p["us"] for p in mine if p["load"] == "poisson" and (p["sweep"], p["round"]) == (w["sweep"], w["round"])
+            ]
+            if base and not math.isnan(base[0]):
+                ratios.setdefault(w["load"], {})[w["round"]] = w["us"] / base[0]
+        others = [load for load in loads if load != "poisson"]
+        full = sorted(set.intersection(*(set(ratios.get(load, {})) for load in others))) if others else []
         if not full:
-            print(f"{rate:6,.0f}  (no round with all three loads)", flush=True)
+            print(f"{rate:6,.0f}  (no round with all the loads)", flush=True)
             continue
-        locust = [e["locust"] / e["poisson"] for e in full]
-        clustered = [e["clustered"] / e["poisson"] for e in full]
-        print(f"{rate:6,.0f}  CPU per request paired by round: Locust / Go-poisson {statistics.median(locust):.3f} "
-              f"(+-{spread(locust) / 2:.1%}), Go-clustered / Go-poisson {statistics.median(clustered):.3f} "
-              f"(+-{spread(clustered) / 2:.1%})   ({len(full)} rounds)", flush=True)  # fmt: skip
+        several = "clustered" not in others  # Locust at several worker counts: show every round's ratio
+        text = []
+        for load in others:
+            values = [ratios[load][r] for r in full]
+            name = "Locust" if load == "locust" else "Go-clustered" if load == "clustered" else f"Locust {load[7:]}"
+            rounds_ = f" [{', '.join(f'{v:.3f}' for v in values)}]" if several else ""
+            text.append(f"{name} / Go-poisson {statistics.median(values):.3f} (+-{spread(values) / 2:.1%}){rounds_}")
+        print(f"{rate:6,.0f}  CPU per request paired by round: {', '.join(text)}   ({len(full)} rounds)", flush=True)
+        if several and len(others) > 1:
+            first = others[0]
+            for load in others[1:]:
+                moved = [ratios[load][r] / ratios[first][r] for r in full]
+                print(f"{rate:6,.0f}  {load} against {first}, each over its Go Poisson: "
+                      f"{statistics.median(moved):.3f} (+-{spread(moved) / 2:.1%}) "
+                      f"[{', '.join(f'{v:.3f}' for v in moved)}]", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -259,6 +304,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cluster-mean", default="auto", help="mean size of the Go clusters, or auto: from Locust's")
+    parser.add_argument("--workers", default="1", help="Locust worker processes (load.workers), comma-separated: "
+                        "several run one sweep per count and round, with Go Poisson only")  # fmt: skip
     args = parser.parse_args()
     if args.cluster_mean != "auto":
         try:
@@ -266,6 +313,12 @@ def main() -> None:
                 raise ValueError
         except ValueError:
             parser.error("--cluster-mean is auto or a number >= 1")
+    try:
+        counts = [int(n) for n in args.workers.split(",")]
+        if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+            raise ValueError
+    except ValueError:
+        parser.error("--workers is a comma-separated list of distinct counts >= 1")
     if shutil.which("tcpdump") is None:
         raise SystemExit("needs tcpdump (apt-get install tcpdump) and root to capture on loopback")
     if args.rates:
@@ -275,8 +328,23 @@ def main() -> None:
         knee = locate(args.cap)
         rates = [round(knee * float(share)) for share in args.shares.split(",")]
         print(f"cap {args.cap:g}: knee located at {knee:,.0f} RPS; rates {rates}", flush=True)
-    observer, drops = compare(args.cap, [float(r) for r in rates], args.rounds, args.seconds, args.cluster_mean)
-    report([float(r) for r in rates], observer, drops)
+    floats = [float(r) for r in rates]
+    if len(counts) == 1:
+        windows = compare(args.cap, floats, args.rounds, args.seconds, args.cluster_mean, workers=counts[0])
+        report(floats, windows, list(LOADS))
+        return
+    print(f"Locust workers {counts}: one sweep per count and round, Go Poisson only (no clustered mode)", flush=True)
+    windows = []
+    for round_ in range(1, args.rounds + 1):
+        shift = (round_ - 1) % len(counts)
+        for workers in counts[shift:] + counts[:shift]:
+            print(f"round {round_}: Locust with {workers} worker(s)", flush=True)
+            windows += compare(args.cap, floats, 1, args.seconds, args.cluster_mean, workers=workers,
+                               modes=("poisson",), label=f"locust x{workers}", round_=round_)  # fmt: skip
+    # every Go Poisson window is paired with the Locust of its own sweep (sweep = round, so pair on the workers)
+    for w in windows:
+        w["sweep"] = (w["round"], w["workers"])
+    report(floats, windows, [*(f"locust x{n}" for n in counts), "poisson"])
 
 
 if __name__ == "__main__":
