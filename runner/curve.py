@@ -59,11 +59,12 @@ class PowerFit:
         x0 = (math.log(utilization) - self.intercept) / self.exponent
         offset = x0 - self.mean_log_rps
         spread = (t * self.residual_sd / self.exponent) * math.sqrt(offset**2 / self.sxx + (1 - g) / self.n)
-        low = math.exp(self.mean_log_rps + (offset - spread) / (1 - g))
-        high = math.exp(self.mean_log_rps + (offset + spread) / (1 - g))
-        if low < self.rps_range[0] * (1 - EXTRAPOLATION) or high > self.rps_range[1] * (1 + EXTRAPOLATION):
-            return None  # the interval reaches far past the rates measured: it bounds nothing useful
-        return low, high
+        log_low = self.mean_log_rps + (offset - spread) / (1 - g)
+        log_high = self.mean_log_rps + (offset + spread) / (1 - g)
+        lowest, highest = self.rps_range[0] * (1 - EXTRAPOLATION), self.rps_range[1] * (1 + EXTRAPOLATION)
+        if log_low < math.log(lowest) or log_high > math.log(highest):
+            return None  # it reaches far past the rates measured (with g near 1, past any float): it bounds nothing
+        return math.exp(log_low), math.exp(log_high)
 
 
 def power_fit(points: Sequence[tuple[float, float]]) -> PowerFit | None:

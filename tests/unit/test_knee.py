@@ -158,3 +158,15 @@ def test_a_break_below_the_knee_is_a_transient_not_the_capacity():
     assert find_capacity(steps, slo_ms=250) is None  # taken literally, the first window broke it
     capacity = find_capacity(steps, slo_ms=250, above=900)
     assert (capacity.rps, capacity.broken_at) == (1100, 1200)
+
+
+def test_an_interval_whose_bounds_pass_any_float_is_none_not_an_overflow():
+    """Fieller's bounds divide by 1 - g: with g a hair under 1 (a slope barely told from zero) they reach past
+    what a float holds; the fit says it bounds nothing instead of raising (it did, in bench/send_clustering.py)."""
+    from runner.curve import PowerFit
+
+    t = float(stats.t.ppf(0.975, 2))
+    sxx, exponent = 0.02, 0.5
+    sd = math.sqrt((1 - 1e-12) * sxx) * exponent / t  # g = (t sd / exponent)^2 / sxx = 1 - 1e-12
+    fit = PowerFit(math.log(0.9) - exponent * math.log(1000), exponent, 4, sd, math.log(1000), sxx, (800.0, 1200.0))
+    assert fit.interval(0.9) is None
