@@ -263,23 +263,32 @@ def locust_rootfs_command(wheels: Path, rootfs: Path, requirements: tuple[str, .
     ]
 
 
-def spec_locust() -> Spec:
-    wheels = downloaded(f"locust=={LOCUST_VERSION}", WHEELS_DIR / f"locust-{LOCUST_VERSION}", deps=True).parent
-    recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS")))
+def python_rootfs(name: str, wheels: Path, requirements: tuple[str, ...], ready: str) -> tuple[Path, str]:
+    """The Debian rootfs with python3 and `requirements` (Locust when empty) pip-installed from `wheels`, built once
+    into the work folder (path `ready` inside it says it is complete); returns it and its content key."""
+    recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS"), requirements))
     h = hashlib.sha256(recipe.encode())
     for w in sorted(wheels.glob("*.whl")):
         h.update(f"\n{w.name} {sha256_file(w)}".encode())
     base_key = h.hexdigest()
-    rootfs = WORK_DIR / f"locust-rootfs-{base_key[:12]}"
-    if not (rootfs / "usr/local/bin/locust").exists():
-        for old in WORK_DIR.glob("locust-rootfs-*"):
+    rootfs = WORK_DIR / f"{name}-rootfs-{base_key[:12]}"
+    if not (rootfs / ready).exists():
+        for old in WORK_DIR.glob(f"{name}-rootfs-*"):
             shutil.rmtree(old)
         tmp = rootfs.with_name(rootfs.name + ".tmp")
-        log(f"mmdebstrap {DEBIAN_SUITE} + pip install locust=={LOCUST_VERSION} (about a minute)")
+        shutil.rmtree(tmp, ignore_errors=True)
+        what = " ".join(requirements) or f"locust=={LOCUST_VERSION}"
+        log(f"mmdebstrap {DEBIAN_SUITE} + pip install {what} (a minute or two)")
         start = time.monotonic()
-        run(locust_rootfs_command(wheels, tmp), stdout=sys.stderr)
+        run(locust_rootfs_command(wheels, tmp, requirements), stdout=sys.stderr)
         tmp.rename(rootfs)
-        log(f"locust rootfs ready in {time.monotonic() - start:.0f}s")
+        log(f"{name} rootfs ready in {time.monotonic() - start:.0f}s")
+    return rootfs, base_key
+
+
+def spec_locust() -> Spec:
+    wheels = downloaded(f"locust=={LOCUST_VERSION}", WHEELS_DIR / f"locust-{LOCUST_VERSION}", deps=True).parent
+    rootfs, base_key = python_rootfs("locust", wheels, (), "usr/local/bin/locust")
     return Spec(
         [],
         ImageConfig(
@@ -309,23 +318,7 @@ def spec_runner() -> Spec:
     """gateway-sizer itself, to run a sweep as a Job in the cluster (charts/gateway-loadtest `runner`): Debian's
     python3 with the runner's dependencies, and the project's runner, locustfiles and scenarios in
     /opt/gateway-sizer; `python3 -m runner` as the entrypoint, as uid 1000."""
-    wheels = runner_wheels()
-    recipe = " ".join(locust_rootfs_command(Path("WHEELS"), Path("ROOTFS"), RUNNER_REQUIREMENTS))
-    h = hashlib.sha256(recipe.encode())
-    for w in sorted(wheels.glob("*.whl")):
-        h.update(f"\n{w.name} {sha256_file(w)}".encode())
-    base_key = h.hexdigest()
-    rootfs = WORK_DIR / f"runner-rootfs-{base_key[:12]}"
-    if not (rootfs / "usr/local/lib").exists():
-        for old in WORK_DIR.glob("runner-rootfs-*"):
-            shutil.rmtree(old)
-        tmp = rootfs.with_name(rootfs.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        log(f"mmdebstrap {DEBIAN_SUITE} + pip install of the runner's dependencies (a minute or two)")
-        start = time.monotonic()
-        run(locust_rootfs_command(wheels, tmp, RUNNER_REQUIREMENTS), stdout=sys.stderr)
-        tmp.rename(rootfs)
-        log(f"runner rootfs ready in {time.monotonic() - start:.0f}s")
+    rootfs, base_key = python_rootfs("runner", runner_wheels(), RUNNER_REQUIREMENTS, "usr/local/lib")
     entries = [Entry(RUNNER_HOME, is_dir=True, mode=0o755), Entry("results", is_dir=True, mode=0o1777)]
     for top in RUNNER_FILES:
         for path in sorted((REPO / top).rglob("*")):
