@@ -9,7 +9,10 @@ One Envoy at one CPU limit serves both, in the same process, so both see the sam
 3. the same rounds power law is fitted to the generator's windows (a round per pass), and its 90% crossing is
    checked against the sweep's interval.
 
-    .venv/bin/python bench/knee_truth.py [--caps 0.25,0.5] [--runs 5] [--rounds 5] [--seconds 10]
+    .venv/bin/python bench/knee_truth.py [--caps 0.25,0.5] [--runs 5] [--rounds 5] [--seconds 10] [--workers 1,2]
+
+With several worker counts, each run measures them one after the other (the order turned each run), so the
+bias of each against the generator comes from the same stretch of the machine's time.
 
 A run's line: the sweep's knee and interval, the generator's crossing and interval, and whether the crossing
 lies inside the sweep's interval; the last line per cap counts those runs.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -101,9 +105,9 @@ def crossing(windows: list[dict[str, Any]]) -> tuple[float, float | None, float 
     return fit.rps_at(THRESHOLD), estimate.low if estimate else None, estimate.high if estimate else None
 
 
-def one_run(cap: float, rounds: int, seconds: float) -> tuple[ConfigResult, list[dict[str, Any]]]:
+def one_run(cap: float, rounds: int, seconds: float, workers: int) -> tuple[ConfigResult, list[dict[str, Any]]]:
     data = scenario_with(cap)
-    data["load"]["rounds"] = rounds
+    data["load"].update(rounds=rounds, workers=workers)
     scenario = parse_scenario(data)
     folder = Path(tempfile.mkdtemp(prefix="gateway-sizer-truth-"))
     store = RunStore.create(scenario, folder)
@@ -125,29 +129,39 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="generator window per rate")
+    parser.add_argument("--workers", default="", help="Locust worker counts, comma-separated (default: the scenario's)")
     args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")] if args.workers else [scenario_with(0.25)["load"]["workers"]]
     for cap in (float(c) for c in args.caps.split(",")):
-        inside = counted = 0
+        inside = {w: 0 for w in counts}
+        ratios: dict[int, list[float]] = {w: [] for w in counts}
         for run in range(1, args.runs + 1):
-            config, windows = one_run(cap, args.rounds, args.seconds)
-            knee = config.valid_knee
-            found = crossing(windows)
-            if knee is None or found is None:
-                why = config.reason if knee is None else "the generator's windows allow no fit"
-                print(f"cap {cap:g} run {run}: {config.status}; {why}", flush=True)
-                continue
-            truth, low, high = found
-            counted += 1
-            held = knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high
-            inside += held
-            truth_interval = f"[{low:,.0f}-{high:,.0f}]" if low is not None and high is not None else "[none]"
-            print(f"cap {cap:g} run {run}: sweep knee {describe(knee)}; generator crossing {truth:,.0f} "
-                  f"{truth_interval} ({len(windows)} windows); sweep / generator {knee.rps / truth:.3f}; "
-                  f"crossing inside the sweep's interval: {'yes' if held else 'no'}", flush=True)  # fmt: skip
-        print(
-            f"cap {cap:g}: the generator's crossing inside the sweep's interval in {inside} of {counted} runs",
-            flush=True,
-        )
+            turn = (run - 1) % len(counts)
+            for workers in counts[turn:] + counts[:turn]:
+                config, windows = one_run(cap, args.rounds, args.seconds, workers)
+                knee = config.valid_knee
+                found = crossing(windows)
+                name = f"cap {cap:g} workers {workers} run {run}"
+                if knee is None or found is None:
+                    why = config.reason if knee is None else "the generator's windows allow no fit"
+                    print(f"{name}: {config.status}; {why}", flush=True)
+                    continue
+                truth, low, high = found
+                ratios[workers].append(knee.rps / truth)
+                held = knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high
+                inside[workers] += held
+                truth_interval = f"[{low:,.0f}-{high:,.0f}]" if low is not None and high is not None else "[none]"
+                print(f"{name}: sweep knee {describe(knee)}; generator crossing {truth:,.0f} {truth_interval} "
+                      f"({len(windows)} windows); sweep / generator {knee.rps / truth:.3f}; "
+                      f"crossing inside the sweep's interval: {'yes' if held else 'no'}", flush=True)  # fmt: skip
+        for workers in counts:
+            found_ratios = ratios[workers]
+            summary = "no ratio"
+            if found_ratios:
+                median, low, high = statistics.median(found_ratios), min(found_ratios), max(found_ratios)
+                summary = f"sweep / generator median {median:.3f} ({low:.3f}-{high:.3f})"
+            print(f"cap {cap:g} workers {workers}: the generator's crossing inside the sweep's interval in "
+                  f"{inside[workers]} of {len(found_ratios)} runs; {summary}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ MIN_FIT_WINDOWS = 3
 DELIVERY_TOLERANCE = 0.02  # a window serves its offered rate when it delivers at least 98% of it
 
 __all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_capacity", "find_knee",
-           "fit_windows", "power_fit", "window_points"]  # fmt: skip
+           "fit_windows", "fits", "power_fit", "window_points"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,11 @@ def bracket(steps: Sequence[Step], threshold: float) -> tuple[Step, Step] | None
     return below, above
 
 
+def fits(step: Step, floor: float) -> bool:
+    """Whether a fit may use `step`: clean (no guard), served in full, between `floor` and SATURATED."""
+    return not step.guards and step.rps > 0 and served_in_full(step) and floor <= step.cpu_utilization_mean < SATURATED
+
+
 def fit_windows(steps: Sequence[Step], threshold: float) -> list[Step]:
     """The windows a fit may use: clean (no guard), served in full, between FIT_FLOOR of the threshold and
     SATURATED; only the ones near the threshold (LOCAL_FLOOR) once there are LOCAL_WINDOWS of them, or when
@@ -91,14 +96,7 @@ def fit_windows(steps: Sequence[Step], threshold: float) -> list[Step]:
     rate 20% higher (Locust, 2026-11-25), so windows at half the threshold would bend the curve where it
     crosses. Windows in the throttled regime stay in: near the threshold a quota throttles bursts (20-40% of
     periods at 90% utilization), and the scatter they bring is the knee's own."""
-    usable = [
-        s
-        for s in steps
-        if not s.guards
-        and s.rps > 0
-        and served_in_full(s)
-        and FIT_FLOOR * threshold <= s.cpu_utilization_mean < SATURATED
-    ]
+    usable = [s for s in steps if fits(s, FIT_FLOOR * threshold)]
     if len({s.round for s in usable}) > 1:
         return [s for s in usable if s.cpu_utilization_mean >= ROUNDS_FLOOR * threshold]
     local = [s for s in usable if s.cpu_utilization_mean >= LOCAL_FLOOR * threshold]

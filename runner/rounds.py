@@ -13,6 +13,10 @@ seed, and every figure comes from all rounds with an interval from the scatter b
   placed from that reading and the run's exponent, one near the threshold (alternating between
   NEAR_UTILIZATIONS) and more spread between; below the first when it already reads near the threshold.
   Then a capacity probe while the rate where Envoy breaks is not yet bracketed.
+- Every visit of a run in rounds, the first round's too, ends with a window the rounds fit can use (between
+  knee.ROUNDS_FLOOR of the threshold and SATURATED, served in full): when all of its windows missed that band
+  (the machine sped up or slowed down since the last round), up to MAX_RESCUES more are placed from them. A
+  round without one would leave the knee standing on the other rounds, its interval on fewer.
 - The control window: the first configuration at one fixed rate (where round 1 put CONTROL_UTILIZATION), in
   every round. Its CPU per request across rounds is the machine's own drift during the run.
 """
@@ -25,7 +29,17 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.knee import SATURATED, find_capacity, find_knee, fit_windows, power_fit, served_in_full, window_points
+from runner.knee import (
+    ROUNDS_FLOOR,
+    SATURATED,
+    find_capacity,
+    find_knee,
+    fit_windows,
+    fits,
+    power_fit,
+    served_in_full,
+    window_points,
+)
 from runner.model import Step
 from runner.scenario import MAX_SEED
 from runner.search import EXPONENT_BOUNDS, EXPONENT_PRIOR, MIN_SIGNAL, AdaptiveSearch
@@ -43,6 +57,8 @@ MIN_PLANNED_SHARE = 0.25  # ... and at least this share of the least any window 
 MAX_CAPACITY_PROBES = 3  # capacity probes per configuration after the first round (each a window past the knee)
 RETRY_SHARE = 0.85  # a curve window past the curve is measured again at this share of its load
 BRACKET_STEP = 0.08  # a planned window that would reach past every window that crossed aims this far below
+RESCUE_UTILIZATION = 0.8  # a visit none of whose windows the rounds fit can use gets one more aimed here ...
+MAX_RESCUES = 2  # ... at most this many times
 
 
 def seed_for(run_id: str) -> int:
@@ -167,6 +183,31 @@ class VisitPlanner:
         if self.search.maker.mode == "users":
             return float(max(1, round(reading.users * rps / reading.rps)))
         return rps
+
+    def in_band(self, step: Step) -> bool:
+        """Whether the rounds fit can use `step` (knee.fit_windows of windows from several rounds)."""
+        return fits(step, ROUNDS_FLOOR * self.threshold)
+
+    def rescue(self, steps: Sequence[Step], visit: Sequence[Step]) -> float | None:
+        """The load of one more window for a visit whose windows (`visit`, the latest of `steps`) the rounds
+        fit cannot use: placed at RESCUE_UTILIZATION from this round's windows, above the most loaded one
+        under the band and below the least loaded one past the curve (halfway between them, geometrically,
+        when the curve points outside). None when one of them fits, or none says where to go."""
+        if any(self.in_band(s) for s in visit):
+            return None
+        under = [s for s in visit if not s.guards and not past_the_curve(s) and s.rps > 0
+                 and s.cpu_utilization_mean >= MIN_SIGNAL]  # fmt: skip
+        over = [s for s in visit if past_the_curve(s) and s.rps > 0]
+        if not under and not over:
+            return None
+        low = max(under, key=lambda s: s.offered) if under else None
+        high = min(over, key=lambda s: s.offered) if over else None
+        load = self.place(steps, low or high, RESCUE_UTILIZATION)  # type: ignore[arg-type]
+        if high is not None:
+            load = min(load, high.offered * RETRY_SHARE)
+        if low is not None and high is not None and not low.offered < load < high.offered:
+            load = math.sqrt(low.offered * high.offered)
+        return load
 
     @staticmethod
     def retry(offered: float, reading: Step | None) -> float:

@@ -34,6 +34,7 @@ from runner.platforms.base import Platform
 from runner.results import RunStore, finish_result
 from runner.rounds import (
     CONTROL_UTILIZATION,
+    MAX_RESCUES,
     VisitPlan,
     VisitPlanner,
     past_the_curve,
@@ -228,6 +229,16 @@ class Sweep:
                                scrape_interval_s=self.scenario.prometheus.scrape_interval_s)  # fmt: skip
         deadline = self.clock.monotonic() + load.max_config_s - self._spent.get(config.key, 0.0)
         visit = Visit(self, config, result, round_, meter, context, deadline)
+        stop = self._measure_windows(config, result, round_, record, visit)
+        if stop is None and record.max_rounds > 1 and load.search == "adaptive":
+            stop = self._measure_in_band(config, visit)
+        return stop
+
+    def _measure_windows(
+        self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord, visit: Visit
+    ) -> str | None:
+        """The visit's windows: planned from the curve in a later round, else located (or the schedule)."""
+        load, threshold = self.scenario.load, self.scenario.threshold
         control = self._control(config, record)
         search = make_search(load, threshold, config.envoy_cpu_cores, self._knee_per_core(config),
                              locate_only=record.max_rounds > 1)  # fmt: skip
@@ -252,6 +263,20 @@ class Sweep:
                     return stop
                 level = search.next_level(visit.steps)
         return self._measure_new_control(config, result, record, visit)
+
+    def _measure_in_band(self, config: Configuration, visit: Visit) -> str | None:
+        """Up to MAX_RESCUES more windows while none of this visit's is one the rounds fit can use."""
+        load = self.scenario.load
+        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores)
+        assert isinstance(search, AdaptiveSearch)
+        planner = VisitPlanner(search, load.windows_per_round)
+        for _ in range(MAX_RESCUES):
+            offered = planner.rescue(visit.result.steps, visit.steps)
+            if offered is None:
+                return None
+            if (stop := visit.measure(search.maker.level(offered))) is not None:
+                return stop
+        return None
 
     def _measure_plan(self, plan: VisitPlan, planner: VisitPlanner, visit: Visit) -> str | None:
         """A planned visit: the first window, the others placed from what it read (this round's curve), each

@@ -25,7 +25,10 @@ CASES = {
     "repeatability.py": (["--runs", "1", "--caps", "0.25"], "windows per configuration"),
     "arrivals.py": (["--rounds", "1", "--models", "poisson,synchronized"], "medians of 1 round"),
     "search_cost.py": (["--repeats", "1"], "ratio ramp / adaptive"),
-    "knee_truth.py": (["--caps", "0.25", "--runs", "1", "--rounds", "3", "--seconds", "1"], "cap 0.25: the generator"),
+    "knee_truth.py": (
+        ["--caps", "0.25", "--runs", "1", "--rounds", "3", "--seconds", "1"],
+        "cap 0.25 workers 1: the generator",
+    ),
     "interrupts.py": (["--trials", "1", "--seed", "3"], "1 interrupts: leaks"),
     "soak.py": (["--minutes", "0.7", "--every", "2", "--rps", "100"], "open files"),
     "machine_speed.py": (["--minutes", "0.1", "--every", "0.5"], "one-minute medians"),
