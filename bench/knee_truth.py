@@ -10,9 +10,11 @@ One Envoy at one CPU limit serves both, in the same process, so both see the sam
    checked against the sweep's interval.
 
     .venv/bin/python bench/knee_truth.py [--caps 0.25,0.5] [--runs 5] [--rounds 5] [--seconds 10] [--workers 1,2]
+        [--backends epoll/linux_iouring,epoll]
 
 With several worker counts, each run measures them one after the other (the order turned each run), so the
-bias of each against the generator comes from the same stretch of the machine's time.
+bias of each against the generator comes from the same stretch of the machine's time; `--backends` does the
+same for the gevent loop backend the Locust workers run on (GEVENT_BACKEND).
 
 A run's line: the sweep's knee and interval, the generator's crossing and interval, and whether the crossing
 lies inside the sweep's interval; the last line per cap counts those runs.
@@ -21,12 +23,14 @@ lies inside the sweep's interval; the last line per cap counts those runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,38 +134,62 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="generator window per rate")
     parser.add_argument("--workers", default="", help="Locust worker counts, comma-separated (default: the scenario's)")
+    backends_help = "gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it"
+    parser.add_argument("--backends", default="", help=f"{backends_help} (epoll/linux_iouring,epoll)")
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")] if args.workers else [scenario_with(0.25)["load"]["workers"]]
+    backends: list[str | None] = list(args.backends.split("/")) if args.backends else [None]
+    variants = [(workers, backend) for workers in counts for backend in backends]
     for cap in (float(c) for c in args.caps.split(",")):
-        inside = {w: 0 for w in counts}
-        ratios: dict[int, list[float]] = {w: [] for w in counts}
+        inside = dict.fromkeys(variants, 0)
+        ratios: dict[tuple[int, str | None], list[float]] = {v: [] for v in variants}
         for run in range(1, args.runs + 1):
-            turn = (run - 1) % len(counts)
-            for workers in counts[turn:] + counts[:turn]:
-                config, windows = one_run(cap, args.rounds, args.seconds, workers)
+            turn = (run - 1) % len(variants)
+            for workers, backend in variants[turn:] + variants[:turn]:
+                with _backend(backend):
+                    config, windows = one_run(cap, args.rounds, args.seconds, workers)
                 knee = config.valid_knee
                 found = crossing(windows)
-                name = f"cap {cap:g} workers {workers} run {run}"
+                name = f"cap {cap:g} {_variant(workers, backend)} run {run}"
                 if knee is None or found is None:
                     why = config.reason if knee is None else "the generator's windows allow no fit"
                     print(f"{name}: {config.status}; {why}", flush=True)
                     continue
                 truth, low, high = found
-                ratios[workers].append(knee.rps / truth)
+                ratios[(workers, backend)].append(knee.rps / truth)
                 held = knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high
-                inside[workers] += held
+                inside[(workers, backend)] += held
                 truth_interval = f"[{low:,.0f}-{high:,.0f}]" if low is not None and high is not None else "[none]"
                 print(f"{name}: sweep knee {describe(knee)}; generator crossing {truth:,.0f} {truth_interval} "
                       f"({len(windows)} windows); sweep / generator {knee.rps / truth:.3f}; "
                       f"crossing inside the sweep's interval: {'yes' if held else 'no'}", flush=True)  # fmt: skip
-        for workers in counts:
-            found_ratios = ratios[workers]
+        for variant in variants:
+            found_ratios = ratios[variant]
             summary = "no ratio"
             if found_ratios:
                 median, low, high = statistics.median(found_ratios), min(found_ratios), max(found_ratios)
                 summary = f"sweep / generator median {median:.3f} ({low:.3f}-{high:.3f})"
-            print(f"cap {cap:g} workers {workers}: the generator's crossing inside the sweep's interval in "
-                  f"{inside[workers]} of {len(found_ratios)} runs; {summary}", flush=True)  # fmt: skip
+            print(f"cap {cap:g} {_variant(*variant)}: the generator's crossing inside the sweep's interval in "
+                  f"{inside[variant]} of {len(found_ratios)} runs; {summary}", flush=True)  # fmt: skip
+
+
+def _variant(workers: int, backend: str | None) -> str:
+    return f"workers {workers}" + (f" loop {backend}" if backend else "")
+
+
+@contextlib.contextmanager
+def _backend(backend: str | None) -> Iterator[None]:
+    """GEVENT_BACKEND for the Locust workers the run starts (they inherit the environment), put back after."""
+    before = os.environ.get("GEVENT_BACKEND")
+    if backend is not None:
+        os.environ["GEVENT_BACKEND"] = backend
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GEVENT_BACKEND", None)
+        else:
+            os.environ["GEVENT_BACKEND"] = before
 
 
 if __name__ == "__main__":

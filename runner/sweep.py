@@ -288,6 +288,8 @@ class Sweep:
             return stop
         reading = visit.steps[-1]
         count = plan.later if not past_the_curve(reading) else 0
+        if plan.control and count and not planner.in_band(reading):
+            count += 1  # a control under the band cannot stand in for the lever: the round needs two in it
         for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count):
             offered = planner.place(visit.result.steps, reading, utilization)
             if (stop := visit.measure(level(offered))) is not None:

@@ -111,3 +111,20 @@ def test_the_rescue_window_goes_between_a_round_under_the_band_and_one_past_the_
     again = make_step(2, rps=load, target_rps=load, utilization=0.55, round=1)
     second = planner.rescue([under, past, again], [under, past, again])
     assert second is not None and load < second < 3584, (load, second)
+
+
+def test_a_control_window_under_the_band_does_not_cost_its_round_the_lever_arm(tmp_path):
+    # a faster machine puts the control (72% when it was chosen) under the band the rounds fit uses: that round
+    # still reads the curve twice in the band, or the rounds fit has no slope within it (a knee_truth run of
+    # 2026-11-26: controls at 50-57%, one window in the band in each of rounds 3-5, and an interpolated knee)
+    short = []
+    for seed in range(10):
+        summary = _stepping_run(tmp_path, seed)
+        assert summary.rounds is not None and summary.rounds.control is not None
+        config = next(c for c in summary.configs if c.key == summary.rounds.control.key)
+        for round_ in range(2, 6):
+            control = next(s for s in config.steps if s.control and s.round == round_)
+            in_band = [s for s in fit_windows(config.steps, 0.9) if s.round == round_]
+            if control.cpu_utilization_mean < 0.6 and len(in_band) < 2:
+                short.append((seed, round_, f"control {control.cpu_utilization_mean:.2f}", len(in_band)))
+    assert not short, short
