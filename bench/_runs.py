@@ -6,6 +6,7 @@ the `runner` package is installed there, and bench/ is on the path as the script
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "Ports",
     "all_overlap",
     "default_scenario",
+    "gevent_backend",
     "run_sweep",
     "scenario_with",
     "spread",
@@ -122,3 +124,19 @@ def all_overlap(knees: Sequence[Knee]) -> bool:
     """Whether every knee has an interval and all the intervals share a point."""
     bounds = [(k.low, k.high) for k in knees if k.low is not None and k.high is not None]
     return len(bounds) == len(knees) > 0 and max(low for low, _ in bounds) <= min(high for _, high in bounds)
+
+
+@contextlib.contextmanager
+def gevent_backend(backend: str | None) -> Iterator[None]:
+    """GEVENT_BACKEND (the gevent loop backend, e.g. `epoll`) for the Locust workers a run starts meanwhile: they
+    inherit the environment. None leaves it as it is; the old value is put back after."""
+    before = os.environ.get("GEVENT_BACKEND")
+    if backend is not None:
+        os.environ["GEVENT_BACKEND"] = backend
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GEVENT_BACKEND", None)
+        else:
+            os.environ["GEVENT_BACKEND"] = before

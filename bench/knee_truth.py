@@ -23,18 +23,16 @@ lies inside the sweep's interval; the last line per cap counts those runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import os
 import statistics
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _runs import scenario_with
+from _runs import gevent_backend, scenario_with
 from openloop import command
 
 from runner.curve import RoundPoint, jackknife, rounds_fit
@@ -146,7 +144,7 @@ def main() -> None:
         for run in range(1, args.runs + 1):
             turn = (run - 1) % len(variants)
             for workers, backend in variants[turn:] + variants[:turn]:
-                with _backend(backend):
+                with gevent_backend(backend):
                     config, windows = one_run(cap, args.rounds, args.seconds, workers)
                 knee = config.valid_knee
                 found = crossing(windows)
@@ -175,21 +173,6 @@ def main() -> None:
 
 def _variant(workers: int, backend: str | None) -> str:
     return f"workers {workers}" + (f" loop {backend}" if backend else "")
-
-
-@contextlib.contextmanager
-def _backend(backend: str | None) -> Iterator[None]:
-    """GEVENT_BACKEND for the Locust workers the run starts (they inherit the environment), put back after."""
-    before = os.environ.get("GEVENT_BACKEND")
-    if backend is not None:
-        os.environ["GEVENT_BACKEND"] = backend
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("GEVENT_BACKEND", None)
-        else:
-            os.environ["GEVENT_BACKEND"] = before
 
 
 if __name__ == "__main__":

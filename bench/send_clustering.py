@@ -29,6 +29,11 @@ mode is skipped then. One count (default 1) runs as before: one sweep, all three
 
     .venv/bin/python bench/send_clustering.py [--cap 0.25] [--shares 0.55,0.7,0.85] [--rounds 4] [--seconds 10]
         [--cluster-mean auto|M] [--rates R1,R2 instead of locating the knee] [--workers 1 | 1,2]
+        [--backends epoll/linux_iouring,epoll]
+
+`--backends`: the same, over the gevent loop backend of Locust's workers (GEVENT_BACKEND). libev's epoll backend
+waits in whole milliseconds, so timers due within one fire together; its io_uring backend waits on a timerfd, to
+the microsecond.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _runs import scenario_with, spread
+from _runs import gevent_backend, scenario_with, spread
 from meter_bias import CgroupClock, locate
 from openloop import command
 
@@ -306,6 +311,8 @@ def main() -> None:
     parser.add_argument("--cluster-mean", default="auto", help="mean size of the Go clusters, or auto: from Locust's")
     parser.add_argument("--workers", default="1", help="Locust worker processes (load.workers), comma-separated: "
                         "several run one sweep per count and round, with Go Poisson only")  # fmt: skip
+    backends_help = "gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it"
+    parser.add_argument("--backends", default="", help=f"{backends_help} (epoll/linux_iouring,epoll)")
     args = parser.parse_args()
     if args.cluster_mean != "auto":
         try:
@@ -329,22 +336,31 @@ def main() -> None:
         rates = [round(knee * float(share)) for share in args.shares.split(",")]
         print(f"cap {args.cap:g}: knee located at {knee:,.0f} RPS; rates {rates}", flush=True)
     floats = [float(r) for r in rates]
-    if len(counts) == 1:
+    backends: list[str | None] = list(args.backends.split("/")) if args.backends else [None]
+    if len(counts) == 1 and backends == [None]:
         windows = compare(args.cap, floats, args.rounds, args.seconds, args.cluster_mean, workers=counts[0])
         report(floats, windows, list(LOADS))
         return
-    print(f"Locust workers {counts}: one sweep per count and round, Go Poisson only (no clustered mode)", flush=True)
+    variants = [(workers, backend) for workers in counts for backend in backends]
+    print(f"Locust {[_label(*v) for v in variants]}: one sweep each per round, Go Poisson only (no clustered mode)",
+          flush=True)  # fmt: skip
     windows = []
     for round_ in range(1, args.rounds + 1):
-        shift = (round_ - 1) % len(counts)
-        for workers in counts[shift:] + counts[:shift]:
-            print(f"round {round_}: Locust with {workers} worker(s)", flush=True)
-            windows += compare(args.cap, floats, 1, args.seconds, args.cluster_mean, workers=workers,
-                               modes=("poisson",), label=f"locust x{workers}", round_=round_)  # fmt: skip
-    # every Go Poisson window is paired with the Locust of its own sweep (sweep = round, so pair on the workers)
-    for w in windows:
-        w["sweep"] = (w["round"], w["workers"])
-    report(floats, windows, [*(f"locust x{n}" for n in counts), "poisson"])
+        shift = (round_ - 1) % len(variants)
+        for workers, backend in variants[shift:] + variants[:shift]:
+            label = _label(workers, backend)
+            print(f"round {round_}: {label}", flush=True)
+            with gevent_backend(backend):
+                got = compare(args.cap, floats, 1, args.seconds, args.cluster_mean, workers=workers,
+                              modes=("poisson",), label=label, round_=round_)  # fmt: skip
+            for w in got:  # every Go Poisson window is paired with the Locust of its own sweep
+                w["sweep"] = (round_, label)
+            windows += got
+    report(floats, windows, [*(_label(*v) for v in variants), "poisson"])
+
+
+def _label(workers: int, backend: str | None) -> str:
+    return f"locust x{workers}" + (f" {backend.split(',')[0]}" if backend else "")
 
 
 if __name__ == "__main__":

@@ -197,6 +197,13 @@ def _snapshot(environment: Environment) -> dict[str, Any]:
 
 
 @events.init.add_listener
+def _log_loop(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
+    """A worker names its gevent loop backend in its log: epoll sends in millisecond clusters (runner/locust.py)."""
+    if runner is not None and not isinstance(runner, MasterRunner):
+        _log.info("gateway-sizer: gevent loop backend %s", gevent.get_hub().loop.backend)
+
+
+@events.init.add_listener
 def _register_routes(environment: Environment, runner: Any = None, web_ui: Any = None, **_kwargs: Any) -> None:
     if web_ui is None:
         return

@@ -8,6 +8,8 @@ The thread that keeps the extension's dead-man switch from tripping is runner.he
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +36,12 @@ STATS_EXTENSION = "gateway_sizer_stats.py"
 GUARD_EXTENSION = "gateway_sizer_guard.py"  # who may drive the master, where the load may go
 TARGETS_ENV = "GATEWAY_SIZER_TARGETS"  # the names locustfiles/gateway_sizer_guard.py reads
 TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
+# gevent's loop (libev) on Linux: its epoll backend sleeps whole milliseconds, so every user timer due within one
+# fires in the same wake-up and requests leave a worker in sub-millisecond clusters, which cost Envoy less per
+# request than independent clients' (bench/send_clustering.py); its io_uring backend sleeps on a timerfd, to the
+# microsecond. libev takes the first of these that the kernel (and a container's seccomp profile) allows.
+LOOP_ENV = "GEVENT_BACKEND"
+FINE_TIMER_LOOP = "linux_iouring,epoll"
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
 WEB_PORT = 8089
 MASTER_PORT = 5557
@@ -126,6 +134,22 @@ def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str
     """The environment that closes a Locust to everyone but its run (locustfiles/gateway_sizer_guard.py): load
     only to `targets`; with `token`, commands only from whoever holds it."""
     return {TARGETS_ENV: ",".join(targets), **({TOKEN_ENV: token} if token else {})}
+
+
+def loop_env() -> dict[str, str]:
+    """The gevent loop backend of Locust's workers: GEVENT_BACKEND as the runner was given it, else FINE_TIMER_LOOP."""
+    return {LOOP_ENV: os.environ.get(LOOP_ENV) or FINE_TIMER_LOOP}
+
+
+def loop_backend(python: str = sys.executable) -> str | None:
+    """The loop backend a Locust worker started with loop_env() by `python` on this machine runs on (None: unknown)."""
+    probe = "import gevent; print(gevent.get_hub().loop.backend)"
+    try:
+        done = subprocess.run([python, "-c", probe], env={**os.environ, **loop_env()}, capture_output=True,
+                              text=True, timeout=30, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def master_args(

@@ -166,6 +166,8 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         nginx += f", {scenario.backend.worker_processes} worker process(es) each"
         locust += f"; {_locust_facts(scenario.load)}"
         prometheus += f"; {scenario.prometheus.scrape_interval_s:g} s scrape interval"
+    if loop := versions.pop("gevent loop", None):
+        locust += f"; gevent loop {loop} in the workers"
     rows = [
         EnvRow("Envoy", "Gateway data plane: the system under test", envoy),
         EnvRow("Contour", "Gateway control plane", contour),

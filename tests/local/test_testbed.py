@@ -9,10 +9,11 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from runner.locust import REPORT_LAG_S, LocustOptions
+from runner.locust import REPORT_LAG_S, LocustOptions, loop_backend
 from runner.metrics import Metrics
 from runner.paths import PROJECT_ROOT
 from runner.platforms.local.envoy import CLUSTER_NAME
+from runner.platforms.local.layout import WORKER_POD
 from runner.platforms.local.testbed import SELECTORS, LocustSetup
 from support.wait import until
 
@@ -109,6 +110,12 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     until(scraped, 30, f"Prometheus to hold the {WINDOW_S} s window from {start} of both sides' samples")
     snapshot = locust.snapshot()
     assert sum(n for second, n in snapshot.requests_per_second.items() if start <= second < end) > 0
+    # each worker runs on the loop the runner chose for it: io_uring's microsecond timers where allowed
+    backend = loop_backend()
+    assert backend in ("linux_iouring", "epoll"), backend
+    for index in range(2):
+        log = (testbed.supervisor.log_dir / f"{WORKER_POD}-{index}.log").read_text()
+        assert f"gevent loop backend {backend}" in log, log[-2000:]
     assert 100 < metrics.envoy_rps(SELECTORS.envoy, start, end) < 300  # 10 users x 20 RPS
     assert metrics.cpu_cores(SELECTORS.envoy, start, end).mean > 0
     assert metrics.cpu_cores(SELECTORS.generator, start, end).mean > 0

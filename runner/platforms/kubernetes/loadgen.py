@@ -29,6 +29,7 @@ from runner.locust import (
     LocustMaster,
     LocustOptions,
     guard_env,
+    loop_env,
     master_args,
     user_class,
     worker_args,
@@ -160,7 +161,7 @@ class LocustDeployment:
         }
 
     def _pod(self, component: str, args: list[str], resources: dict[str, Any], ports: list[dict[str, Any]]) -> dict:
-        values = {"PYTHONUNBUFFERED": "1", **guard_env(self.targets)}  # the token comes from its Secret
+        values = {"PYTHONUNBUFFERED": "1", **guard_env(self.targets), **loop_env()}  # the token: from its Secret
         env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in values.items()]
         if component == MASTER:
             secret = {"name": self.names.token, "key": TOKEN_KEY}

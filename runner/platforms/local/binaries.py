@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runner.errors import ToolMissingError
+from runner.locust import loop_backend
 
 PROMETHEUS_CANDIDATES = ("prometheus", "/usr/bin/prometheus")
 
@@ -72,4 +73,5 @@ def versions() -> dict[str, str | None]:
     except ToolMissingError:
         found["prometheus"] = None
     found["locust"] = metadata.version("locust")
+    found["gevent loop"] = loop_backend()
     return found

@@ -16,6 +16,7 @@ from runner.locust import (
     guard_env,
     local_command,
     locustfile_arg,
+    loop_env,
     master_args,
     worker_args,
 )
@@ -106,5 +107,6 @@ class LocalLocust:
         setup = self.setup
         files = locustfile_arg(setup.locustfile)
         args = worker_args(files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.master_port)
+        env = {**guard_env(self.targets), **loop_env()}
         self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent,
-                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=guard_env(self.targets))  # fmt: skip
+                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=env)  # fmt: skip
