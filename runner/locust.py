@@ -38,10 +38,12 @@ TARGETS_ENV = "GATEWAY_SIZER_TARGETS"  # the names locustfiles/gateway_sizer_gua
 TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
 # gevent's loop (libev) on Linux: its epoll backend sleeps whole milliseconds, so every user timer due within one
 # fires in the same wake-up and requests leave a worker in sub-millisecond clusters, which cost Envoy less per
-# request than independent clients' (bench/send_clustering.py); its io_uring backend sleeps on a timerfd, to the
-# microsecond. libev takes the first of these that the kernel (and a container's seccomp profile) allows.
+# request than independent clients' (docs/measurements.md, "gevent's loop"). libev's io_uring backend has
+# microsecond timers and sends Poisson arrivals, but it aborts under a sweep's load (libev 4.33 in gevent 26.9:
+# "io_uring_enter did not consume all sqes" at ~1,300 RPS over 260 connections), so workers stay on epoll unless
+# GEVENT_BACKEND says otherwise.
 LOOP_ENV = "GEVENT_BACKEND"
-FINE_TIMER_LOOP = "linux_iouring,epoll"
+DEFAULT_LOOP = "epoll"
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
 WEB_PORT = 8089
 MASTER_PORT = 5557
@@ -137,8 +139,8 @@ def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str
 
 
 def loop_env() -> dict[str, str]:
-    """The gevent loop backend of Locust's workers: GEVENT_BACKEND as the runner was given it, else FINE_TIMER_LOOP."""
-    return {LOOP_ENV: os.environ.get(LOOP_ENV) or FINE_TIMER_LOOP}
+    """The gevent loop backend of Locust's workers: GEVENT_BACKEND as the runner was given it, else DEFAULT_LOOP."""
+    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP}
 
 
 def loop_backend(python: str = sys.executable) -> str | None:

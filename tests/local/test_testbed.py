@@ -110,9 +110,9 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     until(scraped, 30, f"Prometheus to hold the {WINDOW_S} s window from {start} of both sides' samples")
     snapshot = locust.snapshot()
     assert sum(n for second, n in snapshot.requests_per_second.items() if start <= second < end) > 0
-    # each worker runs on the loop the runner chose for it: io_uring's microsecond timers where allowed
+    # each worker runs on the loop the runner chose for it, and says so in its log
     backend = loop_backend()
-    assert backend in ("linux_iouring", "epoll"), backend
+    assert backend is not None
     for index in range(2):
         log = (testbed.supervisor.log_dir / f"{WORKER_POD}-{index}.log").read_text()
         assert f"gevent loop backend {backend}" in log, log[-2000:]
