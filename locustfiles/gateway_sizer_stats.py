@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from typing import Any
 
@@ -198,9 +199,10 @@ def _snapshot(environment: Environment) -> dict[str, Any]:
 
 @events.init.add_listener
 def _log_loop(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
-    """A worker names its gevent loop backend in its log: epoll sends in millisecond clusters (runner/locust.py)."""
+    """A worker names its gevent loop backend in its log (whatever the log level: Locust runs at WARNING): epoll
+    sends in millisecond clusters (runner/locust.py)."""
     if runner is not None and not isinstance(runner, MasterRunner):
-        _log.info("gateway-sizer: gevent loop backend %s", gevent.get_hub().loop.backend)
+        print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}", file=sys.stderr, flush=True)
 
 
 @events.init.add_listener

@@ -191,13 +191,13 @@ class VisitPlanner:
     def rescue(self, steps: Sequence[Step], visit: Sequence[Step]) -> float | None:
         """The load of one more window for a visit whose windows (`visit`, the latest of `steps`) the rounds
         fit cannot use: placed at RESCUE_UTILIZATION from this round's windows, above the most loaded one
-        under the band and below the least loaded one past the curve (halfway between them, geometrically,
-        when the curve points outside). None when one of them fits, or none says where to go."""
+        under the band and below the least loaded one past the curve in or above it (halfway between them,
+        geometrically, when the curve points outside). None when one of them fits, or none says where to go."""
         if any(self.in_band(s) for s in visit):
             return None
-        under = [s for s in visit if not s.guards and not past_the_curve(s) and s.rps > 0
-                 and s.cpu_utilization_mean >= MIN_SIGNAL]  # fmt: skip
-        over = [s for s in visit if past_the_curve(s) and s.rps > 0]
+        floor = ROUNDS_FLOOR * self.threshold  # a window short of its rate under it says nothing of the curve's top
+        under = [s for s in visit if not s.guards and s.rps > 0 and MIN_SIGNAL <= s.cpu_utilization_mean < floor]
+        over = [s for s in visit if past_the_curve(s) and s.rps > 0 and s.cpu_utilization_mean >= floor]
         if not under and not over:
             return None
         low = max(under, key=lambda s: s.offered) if under else None
