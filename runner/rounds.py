@@ -195,14 +195,15 @@ class VisitPlanner:
         geometrically, when the curve points outside). None when one of them fits, or none says where to go."""
         if any(self.in_band(s) for s in visit):
             return None
-        floor = ROUNDS_FLOOR * self.threshold  # a window short of its rate under it says nothing of the curve's top
+        floor = ROUNDS_FLOOR * self.threshold  # under it even a window short of its rate bounds nothing from above
         under = [s for s in visit if not s.guards and s.rps > 0 and MIN_SIGNAL <= s.cpu_utilization_mean < floor]
         over = [s for s in visit if past_the_curve(s) and s.rps > 0 and s.cpu_utilization_mean >= floor]
-        if not under and not over:
-            return None
         low = max(under, key=lambda s: s.offered) if under else None
         high = min(over, key=lambda s: s.offered) if over else None
-        load = self.place(steps, low or high, RESCUE_UTILIZATION)  # type: ignore[arg-type]
+        anchor = low if low is not None else high
+        if anchor is None:
+            return None
+        load = self.place(steps, anchor, RESCUE_UTILIZATION)
         if high is not None:
             load = min(load, high.offered * RETRY_SHARE)
         if low is not None and high is not None and not low.offered < load < high.offered:
