@@ -6,6 +6,7 @@ the `runner` package is installed there, and bench/ is on the path as the script
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -31,6 +32,7 @@ __all__ = [
     "TINY",
     "LocalTestbed",
     "Ports",
+    "add_backends_option",
     "all_overlap",
     "default_scenario",
     "gevent_backend",
@@ -140,3 +142,15 @@ def gevent_backend(backend: str | None) -> Iterator[None]:
             os.environ.pop("GEVENT_BACKEND", None)
         else:
             os.environ["GEVENT_BACKEND"] = before
+
+
+def add_backends_option(parser: argparse.ArgumentParser) -> None:
+    """`--backends A/B`: gevent loop backends for the Locust workers, each as GEVENT_BACKEND takes it; parsed into
+    a list (`[None]` when not given: the runner's own)."""
+    parser.add_argument(
+        "--backends",
+        type=lambda text: list(text.split("/")) if text else [None],
+        default=[None],
+        help="gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it "
+        "(epoll/linux_iouring,epoll)",
+    )

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _runs import gevent_backend, scenario_with
+from _runs import add_backends_option, gevent_backend, scenario_with
 from openloop import command
 
 from runner.curve import RoundPoint, jackknife, rounds_fit
@@ -132,11 +132,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="generator window per rate")
     parser.add_argument("--workers", default="", help="Locust worker counts, comma-separated (default: the scenario's)")
-    backends_help = "gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it"
-    parser.add_argument("--backends", default="", help=f"{backends_help} (epoll/linux_iouring,epoll)")
+    add_backends_option(parser)
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")] if args.workers else [scenario_with(0.25)["load"]["workers"]]
-    backends: list[str | None] = list(args.backends.split("/")) if args.backends else [None]
+    backends: list[str | None] = args.backends
     variants = [(workers, backend) for workers in counts for backend in backends]
     for cap in (float(c) for c in args.caps.split(",")):
         inside = dict.fromkeys(variants, 0)

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _runs import gevent_backend, scenario_with, spread
+from _runs import add_backends_option, gevent_backend, scenario_with, spread
 from meter_bias import CgroupClock, locate
 from openloop import command
 
@@ -311,8 +311,7 @@ def main() -> None:
     parser.add_argument("--cluster-mean", default="auto", help="mean size of the Go clusters, or auto: from Locust's")
     parser.add_argument("--workers", default="1", help="Locust worker processes (load.workers), comma-separated: "
                         "several run one sweep per count and round, with Go Poisson only")  # fmt: skip
-    backends_help = "gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it"
-    parser.add_argument("--backends", default="", help=f"{backends_help} (epoll/linux_iouring,epoll)")
+    add_backends_option(parser)
     args = parser.parse_args()
     if args.cluster_mean != "auto":
         try:
@@ -336,7 +335,7 @@ def main() -> None:
         rates = [round(knee * float(share)) for share in args.shares.split(",")]
         print(f"cap {args.cap:g}: knee located at {knee:,.0f} RPS; rates {rates}", flush=True)
     floats = [float(r) for r in rates]
-    backends: list[str | None] = list(args.backends.split("/")) if args.backends else [None]
+    backends: list[str | None] = args.backends
     if len(counts) == 1 and backends == [None]:
         windows = compare(args.cap, floats, args.rounds, args.seconds, args.cluster_mean, workers=counts[0])
         report(floats, windows, list(LOADS))
