@@ -111,10 +111,12 @@ class VisitPlanner:
     def offered_for(self, steps: Sequence[Step], utilization: float) -> float | None:
         """The load at which Envoy's utilization should be `utilization`: the run's curve where it has one,
         else a power law through the steady windows (the prior exponent when they cannot fix one)."""
-        useful = [s for s in fit_windows(steps, self.threshold) if s.cpu_utilization_mean >= MIN_SIGNAL] or [
-            s for s in steps if not s.guards and s.rps > 0 and s.cpu_utilization_mean >= MIN_SIGNAL
-            and s.regime != "throttled"
-        ]  # fmt: skip
+        clean = [s for s in steps if not s.guards and s.rps > 0 and s.cpu_utilization_mean >= MIN_SIGNAL]
+        useful = (
+            [s for s in fit_windows(steps, self.threshold) if s.cpu_utilization_mean >= MIN_SIGNAL]
+            or [s for s in clean if s.regime != "throttled"]
+            or clean  # a quota throttles bursts at any load: 20% of periods at 40% (a 250m run, 2026-11-26)
+        )
         if not useful:
             return None
         anchor = min(useful, key=lambda s: abs(math.log(s.cpu_utilization_mean / utilization)))

@@ -232,7 +232,7 @@ class Sweep:
         stop = self._measure_windows(config, result, round_, record, visit)
         if stop is None and record.max_rounds > 1 and load.search == "adaptive":
             stop = self._measure_in_band(config, visit)
-        return stop
+        return stop if stop is not None else self._measure_new_control(config, result, record, visit)
 
     def _measure_windows(
         self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord, visit: Visit
@@ -254,15 +254,13 @@ class Sweep:
                 if (stop := visit.measure(level)) is not None:
                     return stop
                 level = search.next_level(result.steps)
-            if record.max_rounds == 1:
-                return None
         else:  # a schedule: all of it, in every round
             level = search.next_level(visit.steps)
             while level is not None:
                 if (stop := visit.measure(level)) is not None:
                     return stop
                 level = search.next_level(visit.steps)
-        return self._measure_new_control(config, result, record, visit)
+        return None
 
     def _measure_in_band(self, config: Configuration, visit: Visit) -> str | None:
         """Up to MAX_RESCUES more windows while none of this visit's is one the rounds fit can use."""
@@ -308,9 +306,10 @@ class Sweep:
     def _measure_new_control(
         self, config: Configuration, result: ConfigResult, record: RoundsRecord, visit: Visit
     ) -> str | None:
-        """The control window of a visit that planned none: in the first round that can, the control
-        configuration is the first one in plan order whose windows place CONTROL_UTILIZATION, measured there once
-        now (later rounds plan it); a later visit of it that had to locate its knee again measures it too."""
+        """The control window at the end of a visit that has none this round: in the first round whose windows
+        (rescues included) place CONTROL_UTILIZATION, the control configuration is the first one in plan order,
+        measured there once now (later rounds plan it first); a later visit of it that had to locate its knee
+        again measures it too."""
         if record.max_rounds == 1 or self.scenario.load.search != "adaptive":
             return None
         load = self.scenario.load
