@@ -16,11 +16,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from runner.locust import LOOP_ENV, TIMER_ENV
 from runner.model import ConfigResult, Knee, RunSummary
 from runner.paths import PROJECT_ROOT, SCENARIO_DIR
 from runner.platforms.local.testbed import LocalTestbed, Ports
@@ -32,14 +34,15 @@ __all__ = [
     "TINY",
     "LocalTestbed",
     "Ports",
-    "add_backends_option",
+    "WorkerLoop",
+    "add_worker_loop_options",
     "all_overlap",
     "default_scenario",
-    "gevent_backend",
     "run_sweep",
     "scenario_with",
     "spread",
     "valid",
+    "worker_loops",
 ]
 
 
@@ -128,25 +131,42 @@ def all_overlap(knees: Sequence[Knee]) -> bool:
     return len(bounds) == len(knees) > 0 and max(low for low, _ in bounds) <= min(high for _, high in bounds)
 
 
-@contextlib.contextmanager
-def gevent_backend(backend: str | None) -> Iterator[None]:
-    """GEVENT_BACKEND (the gevent loop backend, e.g. `epoll`) for the Locust workers a run starts meanwhile: they
-    inherit the environment. None leaves it as it is; the old value is put back after."""
-    before = os.environ.get("GEVENT_BACKEND")
-    if backend is not None:
-        os.environ["GEVENT_BACKEND"] = backend
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("GEVENT_BACKEND", None)
-        else:
-            os.environ["GEVENT_BACKEND"] = before
+@dataclass(frozen=True)
+class WorkerLoop:
+    """How the Locust workers a run starts wait for their next send: the gevent loop backend (GEVENT_BACKEND, e.g.
+    `epoll`) and the send timer (GATEWAY_SIZER_TIMER: `fine`, a timerfd, or `gevent`, gevent.sleep). None leaves
+    that one as the runner has it."""
+
+    backend: str | None = None
+    timer: str | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [
+            f"loop {self.backend.split(',')[0]}" if self.backend else "",
+            f"timer {self.timer}" if self.timer else "",
+        ]
+        return " ".join(p for p in parts if p)
+
+    @contextlib.contextmanager
+    def environment(self) -> Iterator[None]:
+        """The workers started meanwhile inherit it; the old values are put back after."""
+        changes = {LOOP_ENV: self.backend, TIMER_ENV: self.timer}
+        before = {name: os.environ.get(name) for name in changes}
+        os.environ.update({name: value for name, value in changes.items() if value is not None})
+        try:
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
-def add_backends_option(parser: argparse.ArgumentParser) -> None:
-    """`--backends A/B`: gevent loop backends for the Locust workers, each as GEVENT_BACKEND takes it; parsed into
-    a list (`[None]` when not given: the runner's own)."""
+def add_worker_loop_options(parser: argparse.ArgumentParser) -> None:
+    """`--backends A/B` (gevent loop backends, each as GEVENT_BACKEND takes it) and `--timers fine/gevent` (the
+    workers' send timer); worker_loops() makes every pair of them."""
     parser.add_argument(
         "--backends",
         type=lambda text: list(text.split("/")) if text else [None],
@@ -154,3 +174,14 @@ def add_backends_option(parser: argparse.ArgumentParser) -> None:
         help="gevent loop backends of the Locust workers, '/'-separated, each as GEVENT_BACKEND takes it "
         "(epoll/linux_iouring,epoll)",
     )
+    parser.add_argument(
+        "--timers",
+        type=lambda text: list(text.split("/")) if text else [None],
+        default=[None],
+        help="the Locust workers' send timers, '/'-separated: fine (a timerfd) and/or gevent (gevent.sleep)",
+    )
+
+
+def worker_loops(args: argparse.Namespace) -> list[WorkerLoop]:
+    """Every (backend, timer) pair the options name; [WorkerLoop()] when they name none."""
+    return [WorkerLoop(backend, timer) for backend in args.backends for timer in args.timers]

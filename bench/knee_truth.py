@@ -10,11 +10,12 @@ One Envoy at one CPU limit serves both, in the same process, so both see the sam
    checked against the sweep's interval.
 
     .venv/bin/python bench/knee_truth.py [--caps 0.25,0.5] [--runs 5] [--rounds 5] [--seconds 10] [--workers 1,2]
-        [--backends epoll/linux_iouring,epoll]
+        [--backends epoll/linux_iouring,epoll] [--timers fine/gevent]
 
 With several worker counts, each run measures them one after the other (the order turned each run), so the
 bias of each against the generator comes from the same stretch of the machine's time; `--backends` does the
-same for the gevent loop backend the Locust workers run on (GEVENT_BACKEND).
+same for the gevent loop backend the Locust workers run on (GEVENT_BACKEND), and `--timers` for their paced users'
+send timer (GATEWAY_SIZER_TIMER: fine, a timerfd, or gevent, gevent.sleep).
 
 A run's line: the sweep's knee and interval, the generator's crossing and interval, and whether the crossing
 lies inside the sweep's interval; the last line per cap counts those runs.
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _runs import add_backends_option, gevent_backend, scenario_with
+from _runs import WorkerLoop, add_worker_loop_options, scenario_with, worker_loops
 from openloop import command
 
 from runner.curve import RoundPoint, jackknife, rounds_fit
@@ -132,30 +133,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="generator window per rate")
     parser.add_argument("--workers", default="", help="Locust worker counts, comma-separated (default: the scenario's)")
-    add_backends_option(parser)
+    add_worker_loop_options(parser)
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")] if args.workers else [scenario_with(0.25)["load"]["workers"]]
-    backends: list[str | None] = args.backends
-    variants = [(workers, backend) for workers in counts for backend in backends]
+    variants = [(workers, loop) for workers in counts for loop in worker_loops(args)]
     for cap in (float(c) for c in args.caps.split(",")):
         inside = dict.fromkeys(variants, 0)
-        ratios: dict[tuple[int, str | None], list[float]] = {v: [] for v in variants}
+        ratios: dict[tuple[int, WorkerLoop], list[float]] = {v: [] for v in variants}
         for run in range(1, args.runs + 1):
             turn = (run - 1) % len(variants)
-            for workers, backend in variants[turn:] + variants[:turn]:
-                with gevent_backend(backend):
+            for workers, loop in variants[turn:] + variants[:turn]:
+                with loop.environment():
                     config, windows = one_run(cap, args.rounds, args.seconds, workers)
                 knee = config.valid_knee
                 found = crossing(windows)
-                name = f"cap {cap:g} {_variant(workers, backend)} run {run}"
+                name = f"cap {cap:g} {_variant(workers, loop)} run {run}"
                 if knee is None or found is None:
                     why = config.reason if knee is None else "the generator's windows allow no fit"
                     print(f"{name}: {config.status}; {why}", flush=True)
                     continue
                 truth, low, high = found
-                ratios[(workers, backend)].append(knee.rps / truth)
+                ratios[(workers, loop)].append(knee.rps / truth)
                 held = knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high
-                inside[(workers, backend)] += held
+                inside[(workers, loop)] += held
                 truth_interval = f"[{low:,.0f}-{high:,.0f}]" if low is not None and high is not None else "[none]"
                 print(f"{name}: sweep knee {describe(knee)}; generator crossing {truth:,.0f} {truth_interval} "
                       f"({len(windows)} windows); sweep / generator {knee.rps / truth:.3f}; "
@@ -170,8 +170,8 @@ def main() -> None:
                   f"{inside[variant]} of {len(found_ratios)} runs; {summary}", flush=True)  # fmt: skip
 
 
-def _variant(workers: int, backend: str | None) -> str:
-    return f"workers {workers}" + (f" loop {backend}" if backend else "")
+def _variant(workers: int, loop: WorkerLoop) -> str:
+    return f"workers {workers}" + (f" {loop.label}" if loop.label else "")
 
 
 if __name__ == "__main__":

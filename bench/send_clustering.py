@@ -29,11 +29,12 @@ mode is skipped then. One count (default 1) runs as before: one sweep, all three
 
     .venv/bin/python bench/send_clustering.py [--cap 0.25] [--shares 0.55,0.7,0.85] [--rounds 4] [--seconds 10]
         [--cluster-mean auto|M] [--rates R1,R2 instead of locating the knee] [--workers 1 | 1,2]
-        [--backends epoll/linux_iouring,epoll]
+        [--backends epoll/linux_iouring,epoll] [--timers fine/gevent]
 
 `--backends`: the same, over the gevent loop backend of Locust's workers (GEVENT_BACKEND). libev's epoll backend
 waits in whole milliseconds, so timers due within one fire together; its io_uring backend waits on a timerfd, to
-the microsecond.
+the microsecond. `--timers fine/gevent`: the same, over the paced users' send timer (GATEWAY_SIZER_TIMER): a
+timerfd armed at each send (locustfiles/fine_timer.py) or gevent.sleep.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _runs import add_backends_option, gevent_backend, scenario_with, spread
+from _runs import WorkerLoop, add_worker_loop_options, scenario_with, spread, worker_loops
 from meter_bias import CgroupClock, locate
 from openloop import command
 
@@ -311,7 +312,7 @@ def main() -> None:
     parser.add_argument("--cluster-mean", default="auto", help="mean size of the Go clusters, or auto: from Locust's")
     parser.add_argument("--workers", default="1", help="Locust worker processes (load.workers), comma-separated: "
                         "several run one sweep per count and round, with Go Poisson only")  # fmt: skip
-    add_backends_option(parser)
+    add_worker_loop_options(parser)
     args = parser.parse_args()
     if args.cluster_mean != "auto":
         try:
@@ -335,21 +336,21 @@ def main() -> None:
         rates = [round(knee * float(share)) for share in args.shares.split(",")]
         print(f"cap {args.cap:g}: knee located at {knee:,.0f} RPS; rates {rates}", flush=True)
     floats = [float(r) for r in rates]
-    backends: list[str | None] = args.backends
-    if len(counts) == 1 and backends == [None]:
+    loops = worker_loops(args)
+    if len(counts) == 1 and loops == [WorkerLoop()]:
         windows = compare(args.cap, floats, args.rounds, args.seconds, args.cluster_mean, workers=counts[0])
         report(floats, windows, list(LOADS))
         return
-    variants = [(workers, backend) for workers in counts for backend in backends]
+    variants = [(workers, loop) for workers in counts for loop in loops]
     print(f"Locust {[_label(*v) for v in variants]}: one sweep each per round, Go Poisson only (no clustered mode)",
           flush=True)  # fmt: skip
     windows = []
     for round_ in range(1, args.rounds + 1):
         shift = (round_ - 1) % len(variants)
-        for workers, backend in variants[shift:] + variants[:shift]:
-            label = _label(workers, backend)
+        for workers, loop in variants[shift:] + variants[:shift]:
+            label = _label(workers, loop)
             print(f"round {round_}: {label}", flush=True)
-            with gevent_backend(backend):
+            with loop.environment():
                 got = compare(args.cap, floats, 1, args.seconds, args.cluster_mean, workers=workers,
                               modes=("poisson",), label=label, round_=round_)  # fmt: skip
             for w in got:  # every Go Poisson window is paired with the Locust of its own sweep
@@ -358,8 +359,8 @@ def main() -> None:
     report(floats, windows, [*(_label(*v) for v in variants), "poisson"])
 
 
-def _label(workers: int, backend: str | None) -> str:
-    return f"locust x{workers}" + (f" {backend.split(',')[0]}" if backend else "")
+def _label(workers: int, loop: WorkerLoop) -> str:
+    return f"locust x{workers}" + (f" {loop.label}" if loop.label else "")
 
 
 if __name__ == "__main__":

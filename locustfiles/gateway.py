@@ -32,6 +32,7 @@ import math
 import random
 import time
 
+from fine_timer import sleep_until
 from lean_http import LeanHttpUser, PreparedRequest
 from locust import events, task
 from locust.contrib.fasthttp import FastHttpUser
@@ -99,7 +100,10 @@ class PacedUser:
 
     Open loop: each request's start is scheduled in advance, and a request that takes longer than the gap
     to the next does not lower the rate: the next one starts at once (its latency counts from the time it
-    was scheduled, see `scheduled_at`). The schedule's gaps follow `--arrivals`:
+    was scheduled, see `scheduled_at`). The wait itself happens in `wait_time`, on fine_timer's timerfd, to
+    the tens of microseconds (gevent.sleep on epoll ends on whole milliseconds: every user due within one
+    would send at once), and Locust's own sleep after it is gevent.sleep(0). The schedule's gaps follow
+    `--arrivals`:
 
     - `poisson` (the default): exponential gaps with mean 1/rate, each user independent, so the users
       together send a Poisson stream, as many independent clients do;
@@ -129,7 +133,8 @@ class PacedUser:
             next_start += _gap(rate, arrivals)
         self._schedule_next, self._schedule_key = next_start, (rate, arrivals)
         self.scheduled_at = next_start
-        return max(0.0, next_start - now)
+        sleep_until(next_start)  # Locust has the user in its waiting state here: a stop kills it as in a sleep
+        return 0.0
 
 
 def _gap(rate: float, arrivals: str) -> float:

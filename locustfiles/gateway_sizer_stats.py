@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -199,10 +200,12 @@ def _snapshot(environment: Environment) -> dict[str, Any]:
 
 @events.init.add_listener
 def _log_loop(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
-    """A worker names its gevent loop backend in its log (whatever the log level: Locust runs at WARNING): epoll
-    sends in millisecond clusters (runner/locust.py)."""
+    """A worker names its gevent loop backend and send timer in its log (whatever the log level: Locust runs at
+    WARNING): epoll with gevent.sleep sends in millisecond clusters (runner/locust.py)."""
     if runner is not None and not isinstance(runner, MasterRunner):
-        print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}", file=sys.stderr, flush=True)
+        timer = os.environ.get("GATEWAY_SIZER_TIMER", "fine")
+        print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}, send timer {timer}",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 @events.init.add_listener

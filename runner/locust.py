@@ -41,9 +41,12 @@ TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
 # request than independent clients' (docs/measurements.md, "gevent's loop"). libev's io_uring backend has
 # microsecond timers and sends Poisson arrivals, but it aborts under a sweep's load (libev 4.33 in gevent 26.9:
 # "io_uring_enter did not consume all sqes" at ~1,300 RPS over 260 connections), so workers stay on epoll unless
-# GEVENT_BACKEND says otherwise.
+# GEVENT_BACKEND says otherwise, and paced users wait on a timerfd of their own (locustfiles/fine_timer.py) unless
+# GATEWAY_SIZER_TIMER=gevent.
 LOOP_ENV = "GEVENT_BACKEND"
 DEFAULT_LOOP = "epoll"
+TIMER_ENV = "GATEWAY_SIZER_TIMER"  # the name locustfiles/fine_timer.py reads
+DEFAULT_TIMER = "fine"
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
 WEB_PORT = 8089
 MASTER_PORT = 5557
@@ -139,8 +142,9 @@ def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str
 
 
 def loop_env() -> dict[str, str]:
-    """The gevent loop backend of Locust's workers: GEVENT_BACKEND as the runner was given it, else DEFAULT_LOOP."""
-    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP}
+    """How Locust's workers wait: the gevent loop backend (GEVENT_BACKEND as the runner was given it, else
+    DEFAULT_LOOP) and the paced users' send timer (GATEWAY_SIZER_TIMER, else DEFAULT_TIMER)."""
+    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP, TIMER_ENV: os.environ.get(TIMER_ENV) or DEFAULT_TIMER}
 
 
 def loop_backend(python: str = sys.executable) -> str | None:

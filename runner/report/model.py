@@ -24,6 +24,8 @@ from runner.report.series import build_series
 from runner.report.sizing import DEFAULT_HEADROOM, Recommendation, example_targets, recommend
 from runner.scenario import LoadSpec, Scenario
 
+TIMERS = {"fine": "fine (timerfd)", "gevent": "gevent.sleep (whole ms)"}  # locustfiles/fine_timer.py
+
 __all__ = ["Report", "Section", "build_report"]
 
 _GIB = 2**30
@@ -166,8 +168,10 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         nginx += f", {scenario.backend.worker_processes} worker process(es) each"
         locust += f"; {_locust_facts(scenario.load)}"
         prometheus += f"; {scenario.prometheus.scrape_interval_s:g} s scrape interval"
-    if loop := versions.pop("gevent loop", None):
-        locust += f"; gevent loop {loop} in the workers"
+    loop, timer = versions.pop("gevent loop", None), versions.pop("send timer", None)
+    if loop or timer:
+        waits = [f"gevent loop {loop}" if loop else "", f"send timer {TIMERS.get(timer, timer)}" if timer else ""]
+        locust += f"; {', '.join(w for w in waits if w)} in the workers"
     rows = [
         EnvRow("Envoy", "Gateway data plane: the system under test", envoy),
         EnvRow("Contour", "Gateway control plane", contour),

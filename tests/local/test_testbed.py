@@ -110,12 +110,12 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     until(scraped, 30, f"Prometheus to hold the {WINDOW_S} s window from {start} of both sides' samples")
     snapshot = locust.snapshot()
     assert sum(n for second, n in snapshot.requests_per_second.items() if start <= second < end) > 0
-    # each worker runs on the loop the runner chose for it, and says so in its log
+    # each worker runs on the loop and send timer the runner chose for it, and says so in its log
     backend = loop_backend()
     assert backend is not None
     for index in range(2):
         log = (testbed.supervisor.log_dir / f"{WORKER_POD}-{index}.log").read_text()
-        assert f"gevent loop backend {backend}" in log, log[-2000:]
+        assert f"gevent loop backend {backend}, send timer fine" in log, log[-2000:]
     assert 100 < metrics.envoy_rps(SELECTORS.envoy, start, end) < 300  # 10 users x 20 RPS
     assert metrics.cpu_cores(SELECTORS.envoy, start, end).mean > 0
     assert metrics.cpu_cores(SELECTORS.generator, start, end).mean > 0

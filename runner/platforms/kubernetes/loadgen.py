@@ -68,6 +68,7 @@ EXTENSION_MODULES = (
     "plain_http.py",
     "lean_http.py",
     "lean_http_wire.py",
+    "fine_timer.py",
 )
 MOUNT = "/home/locust/locustfiles"
 LOCUST_UID = 1000  # the user of locustio/locust's image; any non-root uid works for the local image

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runner.errors import ToolMissingError
-from runner.locust import loop_backend
+from runner.locust import TIMER_ENV, loop_backend, loop_env
 
 PROMETHEUS_CANDIDATES = ("prometheus", "/usr/bin/prometheus")
 
@@ -74,4 +74,5 @@ def versions() -> dict[str, str | None]:
         found["prometheus"] = None
     found["locust"] = metadata.version("locust")
     found["gevent loop"] = loop_backend()
+    found["send timer"] = loop_env()[TIMER_ENV]
     return found
