@@ -83,10 +83,12 @@ class VisitPlan:
     control: bool = False
 
 
-def past_the_curve(step: Step) -> bool:
-    """A window the fit cannot use: saturated, or short of its offered rate. A curve window like that is
-    measured again lower (RETRY_SHARE), once."""
-    return step.cpu_utilization_mean >= SATURATED or not served_in_full(step)
+def past_the_curve(step: Step, floor: float) -> bool:
+    """A window past the top of the curve: saturated, or short of its offered rate at `floor` or more (the band
+    of the rounds fit). A curve window like that is measured again lower (RETRY_SHARE), once. Under the band a
+    short window is the generator's hiccup (a window at 33% delivered 97.8% of its rate), not Envoy's limit:
+    measuring lower would move away from the band."""
+    return step.cpu_utilization_mean >= SATURATED or (step.cpu_utilization_mean >= floor and not served_in_full(step))
 
 
 class VisitPlanner:
@@ -186,6 +188,10 @@ class VisitPlanner:
             return float(max(1, round(reading.users * rps / reading.rps)))
         return rps
 
+    def past_the_curve(self, step: Step) -> bool:
+        """past_the_curve with the band of this planner's threshold."""
+        return past_the_curve(step, ROUNDS_FLOOR * self.threshold)
+
     def in_band(self, step: Step) -> bool:
         """Whether the rounds fit can use `step` (knee.fit_windows of windows from several rounds)."""
         return fits(step, ROUNDS_FLOOR * self.threshold)
@@ -199,7 +205,7 @@ class VisitPlanner:
             return None
         floor = ROUNDS_FLOOR * self.threshold  # under it even a window short of its rate bounds nothing from above
         under = [s for s in visit if not s.guards and s.rps > 0 and MIN_SIGNAL <= s.cpu_utilization_mean < floor]
-        over = [s for s in visit if past_the_curve(s) and s.rps > 0 and s.cpu_utilization_mean >= floor]
+        over = [s for s in visit if past_the_curve(s, floor) and s.rps > 0]
         low = max(under, key=lambda s: s.offered) if under else None
         high = min(over, key=lambda s: s.offered) if over else None
         anchor = low if low is not None else high

@@ -37,7 +37,6 @@ from runner.rounds import (
     MAX_RESCUES,
     VisitPlan,
     VisitPlanner,
-    past_the_curve,
     round_order,
     seed_for,
 )
@@ -282,19 +281,21 @@ class Sweep:
         level = planner.search.maker.level
         if (stop := visit.measure(level(plan.first), control=plan.control)) is not None:
             return stop
-        if past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(plan.first, None)))):
+        if planner.past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(plan.first, None)))):
             return stop
         reading = visit.steps[-1]
-        count = plan.later if not past_the_curve(reading) else 0
+        count = plan.later if not planner.past_the_curve(reading) else 0
         if plan.control and count and not planner.in_band(reading):
             count += 1  # a control under the band cannot stand in for the lever: the round needs two in it
         for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count):
             offered = planner.place(visit.result.steps, reading, utilization)
             if (stop := visit.measure(level(offered))) is not None:
                 return stop
-            if past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(offered, reading)))):
+            if planner.past_the_curve(visit.steps[-1]) and (
+                stop := visit.measure(level(planner.retry(offered, reading)))
+            ):
                 return stop
-            if not past_the_curve(visit.steps[-1]):
+            if not planner.past_the_curve(visit.steps[-1]):
                 reading = visit.steps[-1]
         return visit.measure(level(plan.probe), probe=True) if plan.probe is not None else None
 

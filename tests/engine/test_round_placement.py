@@ -146,3 +146,14 @@ def test_a_first_round_of_throttled_windows_still_places_the_control():
     high = make_step(1, rps=2000, target_rps=2000, utilization=0.99, throttled_share=0.6, round=1)
     control = planner.offered_for([low, high], CONTROL_UTILIZATION)
     assert control is not None and 1000 < control < 2000, control
+
+
+def test_a_window_under_the_band_short_of_its_rate_is_no_top_of_the_curve():
+    # a local run's window at 33% that the generator delivered 97.8% of (2026-11-26) was taken for the top of the
+    # curve: the visit measured again 15% lower, further from the band, and placed nothing from it
+    search = make_search(parse_scenario({"name": "r", "envoy": {"cpu": [0.5]}}).load, 0.9, 0.5)
+    planner = VisitPlanner(search, 2)  # type: ignore[arg-type]
+    assert not planner.past_the_curve(make_step(0, rps=978, target_rps=1000, utilization=0.33))
+    assert planner.past_the_curve(make_step(1, rps=2900, target_rps=3000, utilization=0.85))  # in the band: the top
+    assert planner.past_the_curve(make_step(2, rps=3000, target_rps=3000, utilization=0.98))  # saturated
+    assert not planner.past_the_curve(make_step(3, rps=3000, target_rps=3000, utilization=0.85))
