@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from runner.errors import LoadGeneratorError, UnreachableError
+from runner.errors import LoadGeneratorError, UnreachableError, UsageError
 from runner.http import RetryingClient, timeout
 from runner.paths import LOCUSTFILE_DIR
 
@@ -47,6 +47,7 @@ LOOP_ENV = "GEVENT_BACKEND"
 DEFAULT_LOOP = "epoll"
 TIMER_ENV = "GATEWAY_SIZER_TIMER"  # the name locustfiles/fine_timer.py reads
 DEFAULT_TIMER = "fine"
+TIMERS = ("fine", "gevent")  # a timerfd per worker, or gevent.sleep
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
 WEB_PORT = 8089
 MASTER_PORT = 5557
@@ -143,8 +144,13 @@ def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str
 
 def loop_env() -> dict[str, str]:
     """How Locust's workers wait: the gevent loop backend (GEVENT_BACKEND as the runner was given it, else
-    DEFAULT_LOOP) and the paced users' send timer (GATEWAY_SIZER_TIMER, else DEFAULT_TIMER)."""
-    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP, TIMER_ENV: os.environ.get(TIMER_ENV) or DEFAULT_TIMER}
+    DEFAULT_LOOP) and the paced users' send timer (GATEWAY_SIZER_TIMER, else DEFAULT_TIMER); UsageError for a
+    timer locustfiles/fine_timer.py does not know."""
+    timer = os.environ.get(TIMER_ENV) or DEFAULT_TIMER
+    if timer not in TIMERS:
+        raise UsageError(f"{TIMER_ENV}={timer!r} is not a send timer",
+                         f"set it to {' or '.join(TIMERS)}, or unset it (default: {DEFAULT_TIMER})")  # fmt: skip
+    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP, TIMER_ENV: timer}
 
 
 def loop_backend(python: str = sys.executable) -> str | None:

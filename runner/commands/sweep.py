@@ -44,11 +44,13 @@ def load(args: argparse.Namespace, overrides: Overrides) -> Scenario:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from runner.calibrate import provisioning_warning
     from runner.console import ConsoleObserver
+    from runner.locust import loop_env
     from runner.plan import plan_sweep
     from runner.platforms import create_platform
     from runner.results import RunStore, resolve_run
     from runner.sweep import Sweep
 
+    loop_env()  # a send timer the workers do not know fails here, before anything starts
     overrides = overrides_from(args)
     if args.resume:
         run_dir = resolve_run(args.resume)

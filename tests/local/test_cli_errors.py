@@ -24,6 +24,12 @@ def test_envoy_cpus_abc(tmp_path: Path):
     assert not list(tmp_path.iterdir()), "a rejected sweep must not create a run directory"
 
 
+def test_a_send_timer_the_workers_do_not_know_is_one_line_before_anything_starts(tmp_path: Path):
+    result = run_sizer("sweep", "--results", str(tmp_path), env={"GATEWAY_SIZER_TIMER": "fast"})
+    one_line(result, "GATEWAY_SIZER_TIMER='fast' is not a send timer", "fine or gevent")
+    assert not list(tmp_path.iterdir()), "a rejected sweep must not create a run directory"
+
+
 def test_unknown_scenario_key(tmp_path: Path):
     scenario = tmp_path / "typo.yaml"
     scenario.write_text("name: typo\nenvoy:\n  cpu: [0.1]\nload:\n  worker: 2\n")

@@ -8,7 +8,10 @@ import os
 import subprocess
 import sys
 
-from runner.locust import DEFAULT_TIMER, TIMER_ENV, loop_env
+import pytest
+
+from runner.errors import UsageError
+from runner.locust import DEFAULT_TIMER, TIMER_ENV, TIMERS, loop_env
 from runner.paths import PROJECT_ROOT
 
 sys.path.insert(0, str(PROJECT_ROOT / "locustfiles"))
@@ -46,8 +49,11 @@ def test_a_sleeper_killed_while_it_waits_leaves_the_others_on_time():
 
 
 def test_workers_get_the_fine_timer_unless_told_otherwise(monkeypatch):
-    assert fine_timer.TIMER_ENV == TIMER_ENV and DEFAULT_TIMER == "fine" in fine_timer.TIMERS
+    assert fine_timer.TIMER_ENV == TIMER_ENV and fine_timer.TIMERS == TIMERS and DEFAULT_TIMER == "fine"
     monkeypatch.delenv(TIMER_ENV, raising=False)
     assert loop_env()[TIMER_ENV] == "fine"
     monkeypatch.setenv(TIMER_ENV, "gevent")
     assert loop_env()[TIMER_ENV] == "gevent"
+    monkeypatch.setenv(TIMER_ENV, "fast")
+    with pytest.raises(UsageError, match="GATEWAY_SIZER_TIMER='fast' is not a send timer"):
+        loop_env()
