@@ -17,8 +17,10 @@ bias of each against the generator comes from the same stretch of the machine's 
 same for the gevent loop backend the Locust workers run on (GEVENT_BACKEND), and `--timers` for their paced users'
 send timer (GATEWAY_SIZER_TIMER: fine, a timerfd, or gevent, gevent.sleep).
 
-A run's line: the sweep's knee and interval, the generator's crossing and interval, and whether the crossing
-lies inside the sweep's interval; the last line per cap counts those runs.
+A run's line: the sweep's knee and interval, the generator's crossing and interval, whether the crossing lies
+inside the sweep's interval, and the generator's utilization over what the sweep's curve of the same round reads
+at the generator's rates (about 1: the two loads cost Envoy the same there, and a gap between the crossings comes
+from the fits; above 1: the generator's requests cost more). The last line per cap counts those runs.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 from _runs import WorkerLoop, add_worker_loop_options, scenario_with, worker_loops
 from openloop import command
 
-from runner.curve import RoundPoint, jackknife, rounds_fit
+from runner.curve import RoundPoint, RoundsFit, jackknife, rounds_fit
 from runner.knee import SATURATED, find_knee
 from runner.model import ConfigResult, Knee
 from runner.observer import SweepObserver
@@ -108,6 +110,24 @@ def crossing(windows: list[dict[str, Any]]) -> tuple[float, float | None, float 
     return fit.rps_at(THRESHOLD), estimate.low if estimate else None, estimate.high if estimate else None
 
 
+def curve_gap(config: ConfigResult, windows: list[dict[str, Any]]) -> list[float]:
+    """Each generator window's utilization over what the sweep's curve of the same round reads at its rate: above 1
+    where the generator's requests cost Envoy more than Locust's, about 1 where the two loads cost the same and
+    only the fits (their windows' ranges) set the crossings apart."""
+    fit = find_knee(config.steps, THRESHOLD).fit
+    if not isinstance(fit, RoundsFit):
+        return []
+    return [w["utilization"] / math.exp(fit.intercepts[w["round"]] + fit.exponent * math.log(w["achieved_rps"]))
+            for w in windows if w["round"] in fit.intercepts and w["achieved_rps"] > 0]  # fmt: skip
+
+
+def _gap_text(gaps: list[float]) -> str:
+    if not gaps:
+        return ""
+    median, low, high = statistics.median(gaps), min(gaps), max(gaps)
+    return f"; generator / the sweep's curve at the generator's rates, same round: {median:.3f} ({low:.3f}-{high:.3f})"
+
+
 def one_run(cap: float, rounds: int, seconds: float, workers: int) -> tuple[ConfigResult, list[dict[str, Any]]]:
     data = scenario_with(cap)
     data["load"].update(rounds=rounds, workers=workers)
@@ -157,9 +177,10 @@ def main() -> None:
                 held = knee.low is not None and knee.high is not None and knee.low <= truth <= knee.high
                 inside[(workers, loop)] += held
                 truth_interval = f"[{low:,.0f}-{high:,.0f}]" if low is not None and high is not None else "[none]"
+                gap = _gap_text(curve_gap(config, windows))
                 print(f"{name}: sweep knee {describe(knee)}; generator crossing {truth:,.0f} {truth_interval} "
                       f"({len(windows)} windows); sweep / generator {knee.rps / truth:.3f}; "
-                      f"crossing inside the sweep's interval: {'yes' if held else 'no'}", flush=True)  # fmt: skip
+                      f"crossing inside the sweep's interval: {'yes' if held else 'no'}{gap}", flush=True)  # fmt: skip
         for variant in variants:
             found_ratios = ratios[variant]
             summary = "no ratio"
