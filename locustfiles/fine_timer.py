@@ -81,10 +81,6 @@ class FineTimer:
         finally:
             entry[2] = None  # woken, or killed while waiting: either way nobody to wake any more
 
-    def close(self) -> None:
-        self._watcher.stop()
-        os.close(self._fd)
-
     def _arm(self, due: float) -> None:
         seconds = int(due)
         self._spec.it_value.tv_sec, self._spec.it_value.tv_nsec = seconds, int((due - seconds) * 1e9)
@@ -106,6 +102,12 @@ class FineTimer:
             self._arm(heap[0][0])
 
 
+def timer_in_use() -> str:
+    """The send timer this process's paced users wait on: GATEWAY_SIZER_TIMER, else fine."""
+    return os.environ.get(TIMER_ENV) or TIMERS[0]
+
+
+_COARSE = timer_in_use() == "gevent"  # read once: a worker's environment does not change while it runs
 _TIMER: FineTimer | None = None
 
 
@@ -113,7 +115,7 @@ def sleep_until(due: float) -> None:
     """Sleep until time.monotonic() reaches `due`: on this process's FineTimer, or gevent.sleep when the
     environment says GATEWAY_SIZER_TIMER=gevent."""
     global _TIMER
-    if os.environ.get(TIMER_ENV, "fine") == "gevent":
+    if _COARSE:
         gevent.sleep(max(0.0, due - time.monotonic()))
         return
     if _TIMER is None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 import gevent
 import locust.runners
 from connection_holder import ConnectionHolder, HoldError, HoldRequest
+from fine_timer import timer_in_use
 from flask import Response, request
 from locust import events
 from locust.env import Environment
@@ -203,8 +203,7 @@ def _log_loop(environment: Environment, runner: Any = None, **_kwargs: Any) -> N
     """A worker names its gevent loop backend and send timer in its log (whatever the log level: Locust runs at
     WARNING): epoll with gevent.sleep sends in millisecond clusters (runner/locust.py)."""
     if runner is not None and not isinstance(runner, MasterRunner):
-        timer = os.environ.get("GATEWAY_SIZER_TIMER", "fine")
-        print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}, send timer {timer}",
+        print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}, send timer {timer_in_use()}",
               file=sys.stderr, flush=True)  # fmt: skip
 
 

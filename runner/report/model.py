@@ -24,7 +24,7 @@ from runner.report.series import build_series
 from runner.report.sizing import DEFAULT_HEADROOM, Recommendation, example_targets, recommend
 from runner.scenario import LoadSpec, Scenario
 
-TIMERS = {"fine": "fine (timerfd)", "gevent": "gevent.sleep (whole ms)"}  # locustfiles/fine_timer.py
+TIMER_NAMES = {"fine": "fine (timerfd)", "gevent": "gevent.sleep (whole ms)"}  # locustfiles/fine_timer.py
 
 __all__ = ["Report", "Section", "build_report"]
 
@@ -170,7 +170,7 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         prometheus += f"; {scenario.prometheus.scrape_interval_s:g} s scrape interval"
     loop, timer = versions.pop("gevent loop", None), versions.pop("send timer", None)
     if loop or timer:
-        waits = [f"gevent loop {loop}" if loop else "", f"send timer {TIMERS.get(timer, timer)}" if timer else ""]
+        waits = [f"gevent loop {loop}" if loop else "", f"send timer {TIMER_NAMES.get(timer, timer)}" if timer else ""]
         locust += f"; {', '.join(w for w in waits if w)} in the workers"
     rows = [
         EnvRow("Envoy", "Gateway data plane: the system under test", envoy),
