@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.curve import MIN_ROUNDS
+from runner.curve import MIN_ROUNDS, rounds_to_reach
 from runner.guards import judge
 from runner.knee import KneeResult, find_capacity, find_knee
 from runner.model import Capacity, Knee, Step
+from runner.scenario.limits import MAX_ROUNDS
 from runner.search import Targets
 
 
@@ -58,7 +59,18 @@ def _knee_part(knee: Knee | None, target: float) -> str:
         if width is None:
             return f"knee fitted to {knee.windows} windows that scatter too much for an interval"
     verdict = "within" if width <= target else "wider than"
-    return f"knee interval +-{width:.1%} {source}, {verdict} the +-{target:.0%} target"
+    more = _more_rounds(knee, width, target)
+    return f"knee interval +-{width:.1%} {source}, {verdict} the +-{target:.0%} target{more}"
+
+
+def _more_rounds(knee: Knee, width: float, target: float) -> str:
+    """For a rounds knee wider than its target: how many rounds would reach the target at this run's scatter."""
+    if knee.method != "rounds" or knee.rounds is None or width <= target:
+        return ""
+    needed = rounds_to_reach(width, knee.rounds, target, MAX_ROUNDS)
+    if needed is None:
+        return f" (at this run's scatter more than {MAX_ROUNDS} rounds would be needed)"
+    return f" (at this run's scatter about {needed} rounds would reach it: load.max_rounds: {needed})"
 
 
 def _capacity_part(capacity: Capacity | None) -> str:

@@ -182,3 +182,20 @@ def jackknife(
     t = float(stats.t.ppf(0.5 + confidence / 2, count - 1))
     centre = math.log(whole)
     return Estimate(whole, math.exp(centre - t * error), math.exp(centre + t * error), count)
+
+
+def rounds_to_reach(half_width: float, rounds: int, target: float, most: int) -> int | None:
+    """The fewest rounds whose interval would narrow to +-`target`, if the scatter between rounds stays what it
+    was over the `rounds` that gave +-`half_width`: the jackknife's error falls as 1/sqrt(R) and Student's t
+    with R - 1 degrees of freedom falls with it. None when more than `most` rounds would be needed."""
+    if half_width <= target:
+        return rounds
+    if rounds < MIN_ROUNDS:
+        return None
+    t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, rounds - 1))
+    error = math.log1p(half_width) / t * math.sqrt(rounds)  # one round's error, in logs (the larger side)
+    for count in range(rounds + 1, most + 1):
+        width = math.expm1(float(stats.t.ppf(0.5 + CONFIDENCE / 2, count - 1)) * error / math.sqrt(count))
+        if width <= target:
+            return count
+    return None
