@@ -61,6 +61,7 @@ class Sweep:
         self.heartbeat: Heartbeat | None = None  # while the platform runs
         self._spent: dict[str, float] = {}  # seconds each configuration's visits took
         self._failed: set[str] = set()  # configurations that failed in this attempt (not visited again)
+        self._started = self.clock.monotonic()  # this attempt's start: the time for rounds past the planned ones
         self.live = LiveState(self.scenario.threshold, self.scenario.load.latency_slo_ms)
         self.observer = Broadcast(self.observer, self.live)
         self.driver = LoadDriver(
@@ -193,6 +194,7 @@ class Sweep:
             self.driver.stop()
         self._spent[config.key] = self._spent.get(config.key, 0.0) + self.clock.monotonic() - started
         assessment = assess(result.steps, self.scenario.threshold, self.scenario.load.latency_slo_ms)
+        stopped = stopped or self._out_of_rounds(config.key, assessment, round_, record)
         if stopped is not None or self._last_round(assessment, round_, record):
             ending = search_ending(assessment, result.steps, self._targets(), stopped)
             finish_result(result, assessment.outcome, assessment.status, assessment.reason, assessment.capacity,
@@ -208,11 +210,25 @@ class Sweep:
         target, or the most rounds allowed are done (a knee still without an interval gets rounds up to then)."""
         if round_ >= record.max_rounds:
             return True
-        if round_ < record.planned:
-            return False
+        return round_ >= record.planned and self._within_target(assessment)
+
+    def _within_target(self, assessment: Assessment) -> bool:
         knee = assessment.knee
         width = knee.half_width if knee is not None else None
         return width is not None and width <= self.scenario.load.knee_interval
+
+    def _out_of_rounds(self, key: str, assessment: Assessment, round_: int, record: RoundsRecord) -> str | None:
+        """Why a configuration past its planned rounds, its knee still wider than the target, gets no more: the
+        most rounds are done, or the next visit would start after `more_rounds_within_seconds`. None otherwise."""
+        if record.max_rounds == record.planned or round_ < record.planned or self._within_target(assessment):
+            return None
+        if round_ >= record.max_rounds:
+            return f"the most rounds done (load.max_rounds: {record.max_rounds})"
+        budget = self.scenario.load.more_rounds_within_s
+        next_visit = self._spent.get(key, 0.0) / round_
+        if budget is not None and self.clock.monotonic() - self._started + next_visit > budget:
+            return f"no time for round {round_ + 1} (load.more_rounds_within_seconds: {budget:g})"
+        return None
 
     def _targets(self) -> Targets:
         load = self.scenario.load

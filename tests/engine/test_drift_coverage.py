@@ -31,7 +31,7 @@ def _drifting_sweep(tmp_path: Path, seed: int, rounds: int, drift: float = DRIFT
 
 
 def _drifting_run(
-    tmp_path: Path, seed: int, rounds: int, drift: float = DRIFT, segment_s: float = SEGMENT_S
+    tmp_path: Path, seed: int, rounds: int, drift: float = DRIFT, segment_s: float = SEGMENT_S, **load: float
 ) -> RunSummary:
     draw = random.Random(seed)
     speeds: dict[int, float] = {}
@@ -43,7 +43,7 @@ def _drifting_run(
     scenario = parse_scenario({
         "name": "drift", "envoy": {"cpu": [0.25, 0.5]},
         "load": {"step_seconds": 10, "warmup_seconds": 4, "settle_seconds": 2, "workers": 1, "rounds": rounds,
-                 "seed": seed},
+                 "seed": seed, **load},
     })  # fmt: skip
     platform = FakePlatform(
         FakeClock(), lambda c: SimulatedEnvoy(limit_cores=c.envoy_cpu_cores, seed=seed), speed=speed
@@ -122,3 +122,22 @@ def test_the_control_window_reports_the_machines_drift_during_the_run(tmp_path):
     assert calm is not None and drifting is not None
     assert len(calm.rounds) == len(drifting.rounds) == 5
     assert calm.spread < 0.02 < 0.05 < drifting.spread <= DRIFT * 1.2, (calm.spread, drifting.spread)
+
+
+def test_rounds_past_the_planned_ones_stop_at_max_rounds_or_when_the_time_for_them_is_spent(tmp_path):
+    # a drift of +-25% keeps some knees wider than +-8% after 3 rounds: those get more, up to max_rounds
+    def run(name: str, **load: float) -> list[ConfigResult]:
+        return [c for seed in range(6) for c in _drifting_run(tmp_path / name, seed, 3, 0.25, **load).configs]
+
+    unlimited = run("unlimited", max_rounds=6)
+    more = [c for c in unlimited if c.knee is not None and (c.knee.rounds or 0) > 3]
+    assert more, [c.search for c in unlimited]
+    for config in unlimited:
+        rounds, width = config.knee.rounds or 0, config.knee.half_width or 1.0
+        assert 3 <= rounds <= 6, config.search
+        assert width <= 0.08 or (rounds == 6 and config.search.startswith("the most rounds done (load.max_rounds: 6)"))
+    timed = run("timed", max_rounds=6, more_rounds_within_seconds=1)  # the planned rounds already took longer
+    assert all(c.knee is not None and c.knee.rounds == 3 for c in timed), [c.search for c in timed]
+    wide = [c for c in timed if (c.knee.half_width or 1.0) > 0.08]
+    assert wide and all(c.search.startswith("no time for round 4 (load.more_rounds_within_seconds: 1)") for c in wide)
+    assert all("at this run's scatter" in c.search for c in wide)  # and how many rounds would reach the target
