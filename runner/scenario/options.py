@@ -153,6 +153,13 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
         "interleaved rounds over every configuration (the knee's interval comes from their scatter)",
         ("5", "8"),
     ),
+    Option(
+        "max_rounds",
+        ("load", "max_rounds"),
+        Numbers(single=True, whole=True),
+        "more rounds, up to this many, for a configuration whose knee's interval is wider than its target",
+        ("10",),
+    ),
     Option("client", ("load", "client"), _text, "Locust client: `lean` or `fasthttp`", ("lean",)),
     Option(
         "arrivals",
