@@ -11,7 +11,7 @@ from runner import environment
 from runner.assess import Assessment, assess, search_ending
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
-from runner.errors import SizerError
+from runner.errors import PlatformError, SizerError
 from runner.guards import GuardContext
 from runner.heartbeat import Heartbeat
 from runner.knee import find_knee
@@ -185,7 +185,7 @@ class Sweep:
                 result.machine_speed = self.platform.machine_speed()
             stopped = self._measure_visit(config, result, round_, record)
         except SizerError as error:
-            result.fail(error.one_line())
+            result.fail(self._root_cause(error).one_line())
             self._failed.add(config.key)
             self.store.save()
             self.observer.config_finished(result)
@@ -204,6 +204,15 @@ class Sweep:
         else:
             self.observer.visit_finished(result, assessment)
         return result
+
+    def _root_cause(self, error: SizerError) -> SizerError:
+        """The error a configuration fails with: a part that died, when one did, rather than what its death caused
+        first (its API unreachable, a scrape that came back empty)."""
+        try:
+            self.platform.check()
+        except PlatformError as died:
+            return died
+        return error
 
     def _last_round(self, assessment: Assessment, round_: int, record: RoundsRecord) -> bool:
         """The configuration's last round: the planned ones are done and its knee's interval is within the

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import LoadGeneratorError, PlatformError
+from runner.errors import LoadGeneratorError, PlatformError, UnreachableError
 from runner.locust import Snapshot
 from runner.plan import Configuration, plan_sweep
 from runner.results import RunStore, load_summary
@@ -219,6 +219,31 @@ def test_a_load_generator_error_fails_only_its_configuration(tmp_path):
     assert sweep.run() == "partial"
     statuses = {c.key: c.status for c in sweep.store.summary.configs}
     assert statuses == {platform.applied[0].key: "failed", platform.applied[1].key: "saturated"}
+
+
+def test_a_configuration_fails_with_the_part_that_died_not_with_what_its_death_caused_first(tmp_path):
+    # the Locust master killed during the first configuration: the next call to its API fails before anything
+    # notices the process is gone; the reason must name the dead part (a busy machine made this race real)
+    platform = FakePlatform(FakeClock(), _envoy)
+
+    def dead() -> bool:
+        return not platform.applied[1:]
+
+    platform.locust.fail_swarm = lambda: (
+        UnreachableError("Locust master at http://fake unreachable (ConnectionError)", "check it") if dead() else None
+    )
+
+    def check() -> None:
+        if dead():
+            raise PlatformError("locust-master exited with code -9: killed", "see its log")
+
+    platform.check = check  # type: ignore[method-assign]
+    sweep = _sweep(tmp_path, _scenario(), platform)
+    assert sweep.run() == "partial"
+    results = {c.key: c for c in sweep.store.summary.configs}
+    failed, finished = results[platform.applied[0].key], results[platform.applied[1].key]
+    assert failed.status == "failed" and (failed.reason or "").startswith("locust-master exited with code -9"), failed
+    assert finished.status == "saturated"
 
 
 def test_a_window_the_load_did_not_run_through_is_measured_again_then_fails_the_configuration(tmp_path):
