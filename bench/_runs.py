@@ -52,11 +52,17 @@ def default_scenario() -> dict[str, Any]:
     return data
 
 
-def scenario_with(envoy_cpus: float | Sequence[float], **load: Any) -> dict[str, Any]:
-    """The default local scenario at these Envoy CPU limits, with some `load` fields replaced."""
+def scenario_with(
+    envoy_cpus: float | Sequence[float], *, tiny_rounds: int | None = None, tiny_steps: int | None = None, **load: Any
+) -> dict[str, Any]:
+    """The default local scenario at these Envoy CPU limits, with some `load` fields replaced. In a tiny run the
+    rounds are `load`'s own, else `tiny_rounds` (a bench that needs no more than one says so), else TINY_ROUNDS;
+    the windows per pass are `tiny_steps` when a bench needs more than TINY_LOAD's to reach a knee in one pass."""
     data = default_scenario()
     data["envoy"]["cpu"] = [envoy_cpus] if isinstance(envoy_cpus, float | int) else list(envoy_cpus)
-    tiny = {**TINY_LOAD, "rounds": load.get("rounds", TINY_ROUNDS)} if TINY else {}
+    rounds = load.get("rounds", tiny_rounds if tiny_rounds is not None else TINY_ROUNDS)
+    steps = tiny_steps if tiny_steps is not None else TINY_LOAD["max_steps"]
+    tiny = {**TINY_LOAD, "rounds": rounds, "max_steps": steps} if TINY else {}
     data["load"] = {**data.get("load", {}), **load, **tiny}
     data["baseline"] = {"enabled": False}
     return data

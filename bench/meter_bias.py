@@ -123,8 +123,10 @@ class Interleaved(SweepObserver):
 
 
 def locate(cap: float) -> float:
-    """The knee at `cap` from one short adaptive pass (rates for the comparison come from it)."""
-    scenario = parse_scenario(scenario_with(cap, rounds=1, step_seconds=6, warmup_seconds=3, settle_seconds=2))
+    """The knee at `cap` from one short adaptive pass (rates for the comparison come from it); a tiny run keeps 6
+    windows for it, as 3 did not always climb to the threshold from where the search starts."""
+    data = scenario_with(cap, rounds=1, step_seconds=6, warmup_seconds=3, settle_seconds=2, tiny_steps=6)
+    scenario = parse_scenario(data)
     store = RunStore.create(scenario, Path(tempfile.mkdtemp(prefix="gateway-sizer-bias-")))
     platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
     Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store).run()
