@@ -1,9 +1,9 @@
 """Soak: a long local sweep at a steady load; the runner's memory and open files over time, as a slope.
 
-The sweep measures one level over and over (a fixed schedule of `--windows` equal rates), so the runner
-does what it does in any long run: set the load, measure windows, save results, send heartbeats. Its
-RSS and open file descriptors are read from /proc every `--every` seconds; the slopes per hour come from
-a least-squares line (the first two minutes, while imports and caches settle, left out).
+The sweep measures one level over and over (a fixed schedule of equal rates in one round, as many windows as fill
+`--minutes`), so the runner does what it does in any long run: set the load, measure windows, save results, send
+heartbeats. Its RSS and open file descriptors are read from /proc every `--every` seconds; the slopes per hour come
+from a least-squares line (the first two minutes, while imports and caches settle, left out).
 
     .venv/bin/python bench/soak.py [--minutes 30] [--rps 300] [--every 10]
 """
@@ -51,8 +51,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gateway-sizer-soak-") as folder:
         scenario = default_scenario()
         scenario["envoy"]["cpu"] = [0.25]
+        # one round: a fixed schedule runs whole in every round, so local.yaml's 5 rounds would repeat it until the
+        # time budget (twice the soak) stopped it, and a 30-minute soak would run 60
         scenario["load"].update(search="fixed", rps=[args.rps] * windows, max_steps=windows, step_seconds=window_s,
-                                max_seconds_per_config=args.minutes * 60 * 2)  # fmt: skip
+                                rounds=1, max_seconds_per_config=args.minutes * 60 * 2)  # fmt: skip
         path = Path(folder) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario))
         runner = subprocess.Popen(
