@@ -1,7 +1,7 @@
 """Interrupts: SIGINT, SIGTERM and SIGKILL at random points of short local sweeps, and what they leave.
 
-Each trial starts a short sweep (two configurations of a fixed schedule, 3 s windows, 2 rounds), waits a random
-time, sends a random signal, and then counts:
+Each trial starts a short sweep (two configurations of a fixed schedule, 3 s windows, 2 rounds; with
+GATEWAY_SIZER_BENCH_TINY 2 levels and 1 round), waits a random time, sends a random signal, and then counts:
 - leaks: processes still running in the sweep's cgroup tree, the tree itself, its ports still listening
   (after SIGKILL, once `gateway-sizer testbed down` has run, as the README says to);
 - load left running right after a SIGKILL (Locust alive before any clean-up);
@@ -26,20 +26,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from _runs import REPO, default_scenario
+from _runs import REPO, TINY, default_scenario
 
 from runner.paths import state_dir
 from runner.platforms.local.cgroups import ROOT_NAME, detect_driver
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 LEVELS = [150, 300, 450]
+ROUNDS = 2
+# A tiny run (the test that runs every bench): 2 levels and 1 round, so the configurations and the resume end
+# sooner. Its --seed 3 sends SIGKILL 11.1 s in, still inside the first configuration: the test bed is up about 4 s
+# in, and the configuration's warm-up and two windows take some 15 s from there (the third level came after them).
+TINY_LEVELS, TINY_ROUNDS = LEVELS[:2], 1
 
 
 def _scenario(folder: Path) -> Path:
     scenario = default_scenario()
     scenario["name"] = "interrupts"
     scenario["envoy"]["cpu"] = [0.25, 0.3]
-    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=3, warmup_seconds=1, settle_seconds=1, rounds=2)
+    levels, rounds = (TINY_LEVELS, TINY_ROUNDS) if TINY else (LEVELS, ROUNDS)
+    scenario["load"].update(search="fixed", rps=levels, step_seconds=3, warmup_seconds=1, settle_seconds=1,
+                            rounds=rounds)  # fmt: skip
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path

@@ -3,8 +3,8 @@ would set up knowing roughly where the knee is.
 
 - adaptive: the default search (locate, refine the knee to a +-3% interval, bracket the capacity);
 - ramp: a fixed schedule from 60% to 110% of the adaptive run's knee in 4% steps (so its resolution,
-  +-2% of the knee, is about the adaptive interval's), stopping one step past the threshold; it gives
-  no interval and no capacity.
+  +-2% of the knee, is about the adaptive interval's; 12% steps with GATEWAY_SIZER_BENCH_TINY), stopping one
+  step past the threshold; it gives no interval and no capacity.
 The order alternates between repeats. The ramp's window count follows from its schedule; what the bench
 measures is the adaptive search's own count and the wall time of both.
 
@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _runs import run_sweep, scenario_with
+from _runs import TINY, run_sweep, scenario_with
 
-RAMP_FROM, RAMP_TO, RAMP_STEP = 0.60, 1.10, 0.04
+RAMP_FROM, RAMP_TO = 0.60, 1.10
+# a tiny run (the test that runs every bench) ramps in 12% steps, 5 levels: both searches still run in full
+RAMP_STEP = 0.12 if TINY else 0.04
 
 
 def main() -> None:
