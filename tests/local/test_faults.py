@@ -211,8 +211,9 @@ def test_prometheus_frozen_killed_and_answering_5xx_each_fail_one_configuration(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_runner_killed_hard_leaves_no_load_and_testbed_down_clears_the_rest(tmp_path: Path):
-    # over TLS: the run's private key is one of the things a hard kill leaves for `testbed down` to remove
-    sweep = _start(tmp_path, _scenario(tmp_path, [0.25, 0.26], profiles=["tls"]))
+    # over TLS: the run's private key is one of the things a hard kill leaves for `testbed down` to remove. One
+    # configuration: the resume must finish the one the kill left running
+    sweep = _start(tmp_path, _scenario(tmp_path, [0.25], profiles=["tls"]))
     _wait_for_first_window(sweep, tmp_path, 0)
     started = _all_pids(sweep.pid)
     locust = _pod_pids(sweep.pid, "locust-master") + _pod_pids(sweep.pid, "locust-worker-0")

@@ -1,11 +1,15 @@
 """Each validity guard provoked for real on the local platform, and the verdict it leads to: every test names
-the one guard its fault must fire first (the verdict's reason is that guard's message)."""
+the one guard its fault must fire first (the verdict's reason is that guard's message).
+
+The guards that compare counts (failures, Envoy's RPS against the client's, new connections per request) fire on
+loads far below every limit, whatever runs beside them: those tests are parallel_safe. The two that drive a
+process to its CPU quota (a Locust worker, nginx) stay with the tests that measure CPU, one at a time: a busy CPU
+beside them could hold that process below its quota, and another guard, or none, would speak first."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +19,7 @@ import yaml
 
 from runner.paths import PROJECT_ROOT, state_dir
 from support.processes import SIZER, run_sizer
+from support.project import bench_module
 
 pytestmark = pytest.mark.slow
 ONE_ROUND = {"step_seconds": 4, "warmup_seconds": 2, "settle_seconds": 2, "max_steps": 6, "rounds": 1}
@@ -68,7 +73,8 @@ def _finish(sweep: subprocess.Popen, tmp_path: Path) -> dict:
 def test_one_fasthttp_worker_held_to_a_quarter_core_in_a_closed_loop_is_generator_saturated(tmp_path):
     # 50 FastHttpUsers with no wait keep their one worker busy whatever the machine; held to a quarter of a core
     # (load.worker_cpu) it uses all of that quota while Envoy, with a whole core, serves what it sends far below
-    # the threshold: on a fast machine or a slow one, whatever else runs beside it
+    # the threshold: on a fast machine or a slow one (not parallel_safe: a quota is a ceiling, and a busy CPU
+    # beside the worker could keep it under 90% of it)
     closed_loop = {"client": "fasthttp", "workers": 1, "worker_cpu": 0.25, "mode": "users", "search": "fixed",
                    "users": [50]}  # fmt: skip
     config = _sweep(tmp_path, envoy={"cpu": [1]}, load=closed_loop)
@@ -81,12 +87,14 @@ def test_one_fasthttp_worker_held_to_a_quarter_core_in_a_closed_loop_is_generato
 def test_nginx_capped_far_below_envoy_is_backend_saturated(tmp_path):
     # nginx spends a fraction of Envoy's CPU per request, and both scale with the machine: held to 40m, a twelfth
     # of Envoy's 500m, it saturates while Envoy is far from its threshold on any machine. start_rps only sets
-    # where the adaptive search begins; it grows from there until a guard fires
+    # where the adaptive search begins; it grows from there until a guard fires (not parallel_safe: nginx starved
+    # below its quota by a busy CPU would answer late, and the shortfall guard could fire first)
     config = _sweep(tmp_path, backend={"cpu": 0.04}, load={"start_rps": 600})
     assert config["status"] == "invalid" and _first_guard(config) == "backend-saturated", config["steps"]
     assert config["reason"].startswith("backend saturated: an nginx replica at"), config["reason"]
 
 
+@pytest.mark.parallel_safe  # every request fails in the first window: no CPU figure decides it
 def test_a_backend_answering_errors_fails_the_failure_guard(tmp_path):
     config = _sweep(tmp_path, backend={"response_status": 503}, load={"start_rps": 200})
     assert config["status"] == "invalid" and _first_guard(config) == "failures"
@@ -94,29 +102,34 @@ def test_a_backend_answering_errors_fails_the_failure_guard(tmp_path):
     assert config["reason"].startswith("100.0% of requests failed")
 
 
+@pytest.mark.parallel_safe  # two counts of one load, 4x apart, far below the threshold
 def test_load_that_reaches_envoy_past_locust_fires_the_rps_mismatch_guard(tmp_path):
     # Locust offers 100 RPS; once its first window is saved, the open-loop generator (bench/openloop) adds 300 RPS
-    # of its own at the same gateway for 20 s: Envoy counts four times what the client does, at a utilization far
-    # below the threshold (400 RPS at 500m).
-    sweep, gateway = _background_sweep(tmp_path, load={"search": "fixed", "rps": [100, 100, 100, 100]})
-    generator = [sys.executable, str(PROJECT_ROOT / "bench" / "openloop.py"), "--url", gateway]
-    foreign = subprocess.run([*generator, "--rate", "300", "--duration", "20", "--arrivals", "poisson"],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    # of its own at the same gateway for 14 s (2 s of warm-up, 12 measured): Envoy counts four times what the client
+    # does, at a utilization far below the threshold (400 RPS at 500m). The second window starts 2-3 s after the
+    # first is saved and lasts 4 s, inside the foreign load; the third is spare. The generator is built before
+    # the sweep starts, so a first build (tens of seconds) cannot delay the foreign load past the windows.
+    binary = bench_module("openloop").build()
+    sweep, gateway = _background_sweep(tmp_path, load={"search": "fixed", "rps": [100, 100, 100]})
+    foreign = subprocess.run([str(binary), "--url", gateway, "--rate", "300", "--duration", "12", "--arrivals",
+                              "poisson"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert foreign.returncode == 0, foreign.stderr
     config = _finish(sweep, tmp_path)
     assert config["status"] == "invalid" and _first_guard(config) == "rps-mismatch", config["steps"]
     assert config["reason"].startswith("client counted "), config["reason"]
 
 
+@pytest.mark.parallel_safe  # new connections per request, 0.5 against a limit of 0.05, far below the threshold
 def test_connections_reset_under_a_keepalive_profile_fire_the_connections_off_profile_guard(tmp_path):
     # A middlebox resetting connections: once the first window is saved, every established connection to the
-    # gateway is destroyed (ss -K) every 2 s for 20 s; the lean client connects again before its next request, so
+    # gateway is destroyed (ss -K) every 2 s for 12 s; the lean client connects again before its next request, so
     # Envoy accepts one new connection per user every 2 s (0.5 per request at 1 RPS per user) on a profile that
-    # asks for none, while a request is rarely in flight when its connection goes (1 ms of every second).
-    load = {"search": "fixed", "rps": [200, 200, 200, 200], "max_rps_per_user": 1}
+    # asks for none, while a request is rarely in flight when its connection goes (1 ms of every second). The
+    # second window (2-3 s after the first is saved, 4 s long) falls inside the resets; the third is spare.
+    load = {"search": "fixed", "rps": [200, 200, 200], "max_rps_per_user": 1}
     sweep, gateway = _background_sweep(tmp_path, load=load)
     port = urlsplit(gateway).port
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 12
     while time.monotonic() < deadline:
         killed = subprocess.run(["ss", "-K", "dst", "127.0.0.1", "dport", "=", f":{port}"], capture_output=True,
                                 text=True, timeout=10)  # fmt: skip

@@ -30,28 +30,44 @@ def _summary(results: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_a_sweep_in_rounds_finds_both_knees_says_what_it_knows_and_writes_every_result(tmp_path: Path):
-    # the default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 3 rounds,
-    # and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here)
-    scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario["load"].update(step_seconds=4, warmup_seconds=2, settle_seconds=1, rounds=3, latency_slo_ms=50)
-    (tmp_path / "short.yaml").write_text(yaml.safe_dump(scenario))
-    command = ["sweep", "--scenario", str(tmp_path / "short.yaml"), "--free-ports", "--results", str(tmp_path)]
-    result = run_sizer(*command, timeout=900)
-    assert result.returncode == 0, result.stderr[-2000:]
+@pytest.mark.timeout(1200)
+def test_a_sweep_in_rounds_stopped_by_ctrl_c_resumes_finds_both_knees_says_what_it_knows_and_writes_every_result(
+    tmp_path: Path,
+):
+    # Ctrl-C once round 1's second visit is under way: everything stops, every window is kept, and `--resume` ends
+    # the run as an uninterrupted one ends, every figure, file and line of the console checked on the resumed run
+    sweep = _start_sweep(tmp_path, _rounds_scenario(tmp_path))
+    started = _wait_for_visits(sweep, tmp_path, visits=2)  # round 1's second visit is under way
+    sweep.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+    _assert_stopped_cleanly(sweep, started, signal.SIGINT)
+    interrupted = _summary(tmp_path)
+    assert interrupted["status"] == "interrupted" and interrupted["reason"] == "stopped by SIGINT (Ctrl-C)"
+    kept = {c["key"]: c["steps"] for c in interrupted["configs"]}
+    assert len(kept) == 2 and all(kept.values())  # both kept as measured
+    assert all(c["status"] == "running" for c in interrupted["configs"])  # rounds 2 and 3 are still to come
+    [first_round] = interrupted["rounds"]["rounds"]
+    assert len(first_round["visited"]) == 1  # the visit cut short is not counted
+
     run_dir = (tmp_path / "latest").resolve()
+    result = run_sizer("sweep", "--resume", str(run_dir), "--free-ports", timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert os.path.samefile(tmp_path / "latest", tmp_path / interrupted["run_id"])  # the same run, resumed
     assert str(run_dir) in result.stdout  # the console says where the results are
+    after = {c["key"]: c["steps"] for c in _summary(tmp_path)["configs"]}
+    for key, steps in kept.items():
+        assert after[key][: len(steps)] == steps  # what was measured before Ctrl-C stays
     summary = load_summary(run_dir)
     assert summary.status == "complete" and summary.platform == "local"
     assert (summary.environment.versions.get("envoy") or "").startswith("1.")
     record = summary.rounds
     assert record is not None and [r.number for r in record.rounds] == [1, 2, 3]
+    assert record.rounds[0].order == first_round["order"]  # round 1's recorded order, kept
     keys = sorted(c.key for c in summary.configs)
     assert all(sorted(r.order) == keys == sorted(r.visited) for r in record.rounds)  # every round visits all
     assert [c.envoy.cpu_cores for c in summary.configs] == [0.25, 0.5]
     for config in summary.configs:
-        assert config.status == "saturated", (config.reason, config.search)
+        findings = [(s.rps, s.cpu_utilization_mean, s.guards) for s in config.steps if s.guards]
+        assert config.status == "saturated", (config.reason, config.search, findings)
         knee = config.knee
         assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
         assert_windows_bracket_the_knee(config)  # measured, not assumed
@@ -126,22 +142,18 @@ def _fixed_schedule_scenario(tmp_path: Path, cpus: list[float]) -> Path:
     return path
 
 
-def _rounds_scenario(tmp_path: Path, cpus: list[float]) -> Path:
-    """The default adaptive search in two short rounds: it finds its loads from what it measures, so the windows
-    straddle each knee on a machine of any speed."""
+def _rounds_scenario(tmp_path: Path) -> Path:
+    """The default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and 3 rounds,
+    and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here). The
+    search finds its loads from what it measures, so the windows straddle each knee on a machine of any speed."""
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario["name"] = "interrupt-rounds"
-    scenario["envoy"]["cpu"] = cpus
-    scenario["load"].update(step_seconds=3, warmup_seconds=2, settle_seconds=1, rounds=2)
-    path = tmp_path / "interrupt-rounds.yaml"
+    scenario["load"].update(step_seconds=4, warmup_seconds=2, settle_seconds=1, rounds=3, latency_slo_ms=50)
+    path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path
 
 
-def _start_sweep(
-    tmp_path: Path, cpus: list[float], *, sigint_ignored: bool = False, rounds: bool = False
-) -> subprocess.Popen:
-    scenario = _rounds_scenario(tmp_path, cpus) if rounds else _fixed_schedule_scenario(tmp_path, cpus)
+def _start_sweep(tmp_path: Path, scenario: Path, *, sigint_ignored: bool = False) -> subprocess.Popen:
     command = [*SIZER, "sweep", "--scenario", str(scenario), "--free-ports"]
     return subprocess.Popen(
         [*command, "--results", str(tmp_path)],
@@ -198,39 +210,10 @@ def _wait_for_visits(sweep: subprocess.Popen, results: Path, visits: int) -> lis
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_ctrl_c_stops_everything_keeps_every_window_and_resume_completes_the_rounds(tmp_path: Path):
-    sweep = _start_sweep(tmp_path, [0.2, 0.25], rounds=True)
-    started = _wait_for_visits(sweep, tmp_path, visits=2)  # round 1's second visit is under way
-    sweep.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
-    _assert_stopped_cleanly(sweep, started, signal.SIGINT)
-    summary = _summary(tmp_path)
-    assert summary["status"] == "interrupted" and summary["reason"] == "stopped by SIGINT (Ctrl-C)"
-    kept = {c["key"]: c["steps"] for c in summary["configs"]}
-    assert len(kept) == 2 and all(kept.values())  # both kept as measured
-    assert all(c["status"] == "running" for c in summary["configs"])  # the second round is still to come
-    [first_round] = summary["rounds"]["rounds"]
-    assert len(first_round["visited"]) == 1  # the visit cut short is not counted
-
-    resumed = run_sizer("sweep", "--resume", str((tmp_path / "latest").resolve()), "--free-ports", timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    after = _summary(tmp_path)
-    assert after["status"] == "complete"
-    assert [r["number"] for r in after["rounds"]["rounds"]] == [1, 2]
-    assert after["rounds"]["rounds"][0]["order"] == first_round["order"]  # the recorded order, kept
-    for config in after["configs"]:
-        findings = [(s["rps"], s["cpu_utilization_mean"], s["guards"]) for s in config["steps"] if s["guards"]]
-        assert config["status"] == "saturated", (config["reason"], findings)
-        assert config["steps"][: len(kept[config["key"]])] == kept[config["key"]]  # what was measured stays
-        assert {s["round"] for s in config["steps"]} == {1, 2}
-    assert os.path.samefile(tmp_path / "latest", tmp_path / summary["run_id"])
-
-
-@pytest.mark.slow
 @pytest.mark.parallel_safe
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: int):
-    sweep = _start_sweep(tmp_path, [0.15])
+    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15]))
     started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)
     sweep.send_signal(signum)
     _assert_stopped_cleanly(sweep, started, signum)
@@ -242,7 +225,7 @@ def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: 
 @pytest.mark.slow
 @pytest.mark.parallel_safe
 def test_sigint_stops_a_sweep_started_in_the_background_of_a_script(tmp_path: Path):
-    sweep = _start_sweep(tmp_path, [0.15], sigint_ignored=True)
+    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15]), sigint_ignored=True)
     started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)
     sweep.send_signal(signal.SIGINT)  # `kill -INT <runner>`: honoured although the runner inherited it ignored
     _assert_stopped_cleanly(sweep, started, signal.SIGINT)
