@@ -1,5 +1,5 @@
 """The Contour branch of a Kubernetes sweep on the real one-machine cluster: each configuration gives
-Contour's Deployment the scenario's resources (Guaranteed: limits = requests), Envoy's knee is measured
+Contour's Deployment the scenario's resources (Guaranteed: limits = requests), Envoy is measured under load
 with them, and the end of the run puts Contour's original resources back."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
             "contour.resources": SIZES,
             "load.search": "fixed",
             "load.rounds": 1,
-            "load.rps": [150, 300],  # what Contour gets is checked, not a knee: any served rate will do
+            "load.rps": [150],  # what Contour gets is checked, not a knee: one window at any served rate will do
             "load.step_seconds": 4,
             "load.warmup_seconds": 2,
             "load.settle_seconds": 1,
@@ -61,4 +61,4 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
     summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
     contours = [(c["contour"]["cpu"], c["contour"]["memory"]) for c in summary["configs"]]
     assert contours == [(0.2, "256Mi"), (0.3, "320Mi")], contours
-    assert all(len(c["steps"]) == 2 for c in summary["configs"])
+    assert all(len(c["steps"]) == 1 for c in summary["configs"])

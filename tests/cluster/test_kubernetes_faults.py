@@ -1,6 +1,6 @@
 """Faults injected for real into sweeps on the one-machine cluster: the API server paused for 30 s in a
-measuring window, a rollout that can never complete, the runner stopped with Ctrl-C or SIGTERM and killed with
-SIGKILL under load.
+measuring window, a rollout that can never complete, the runner stopped with SIGTERM (what Kubernetes sends a Job;
+tests/local/test_sweep.py stops it with SIGINT, SIGTERM and SIGHUP) and killed with SIGKILL under load.
 
 Each test prints the figures it measured (run pytest with -s to see them). Needs root.
 """
@@ -70,12 +70,15 @@ def _finish(run, timeout_s: float) -> tuple[str, str]:
 
 
 # The pause and rollout tests check how a run ends, not where the knee is: two fixed levels far below it keep
-# each configuration short (the default adaptive search took 5-6 min). The pause lands in the second window.
+# each configuration short (the default adaptive search took 5-6 min). The pause lands in the second window: the
+# runner reports its phase with every heartbeat (HEARTBEAT_INTERVAL_S, 2 s) and the test polls it every second, so
+# the pause starts a few seconds into that 8 s window, and its 30 s outlast the window's end, its readout and the
+# second configuration's apply.
 SHORT_FIXED = {
     "load.rounds": 1,
     "load.search": "fixed",
     "load.rps": [100, 150],
-    "load.step_seconds": 15,
+    "load.step_seconds": 8,
     "load.warmup_seconds": 2,
     "load.settle_seconds": 1,
 }
@@ -124,18 +127,18 @@ def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster,
     _assert_restored(admin, before)
 
 
+# on_failure: stop (the second configuration never applied, the run failed) is the engine's logic, the same on every
+# platform: tests/engine/test_sweep_engine.py checks it. Here the cluster's side: the rollout's failure, the reason
+# and the restore after it.
 @pytest.mark.timeout(2400)
-@pytest.mark.parametrize("on_failure", ["continue", "stop"])
-def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_goes_on_or_stops(
-    cluster, tmp_path, on_failure
-):
+def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_goes_on(cluster, tmp_path):
     kubeconfig, admin = cluster
     before = _gateway(admin)
     nodes = admin.core.list_node().items
     too_many = int(nodes[0].status.allocatable["cpu"]) + 2  # Guaranteed: requests = limits, no node fits it
     scenario = scenario_file(
         tmp_path,
-        on_failure=on_failure,
+        on_failure="continue",
         **{
             "envoy.cpu": [too_many, 0.15],
             "kubernetes.rollout_timeout_seconds": 30,
@@ -151,7 +154,7 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     took = time.monotonic() - started
     summary = json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())
     first, *rest = summary["configs"]
-    print(f"\nunschedulable Envoy ({on_failure}): {first['reason']}\nrun {summary['status']} in {took:.0f} s")
+    print(f"\nunschedulable Envoy: {first['reason']}\nrun {summary['status']} in {took:.0f} s")
     assert result.returncode == 1, result.stderr[-2000:]
     assert first["status"] == "failed"
     assert re.search(
@@ -161,15 +164,10 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     ), first["reason"]
     assert first["reason"].count("Insufficient cpu") == 1, first["reason"]  # the scheduler's message once
     last_line = result.stderr.strip().splitlines()[-1]
-    if on_failure == "continue":
-        (second,) = rest
-        assert second["status"] in FINISHED and second["steps"], second["reason"]
-        assert summary["status"] == "partial"
-        assert last_line.startswith("gateway-sizer: run partial: 1 of 2 configuration(s) did not finish"), last_line
-    else:  # the second configuration is never applied
-        assert not any(c["steps"] for c in rest), rest
-        assert summary["status"] == "failed"
-        assert last_line.startswith("gateway-sizer: run failed: 2 of 2 configuration(s) did not finish"), last_line
+    (second,) = rest  # on_failure: continue, the second configuration measured after the failed one
+    assert second["status"] in FINISHED and second["steps"], second["reason"]
+    assert summary["status"] == "partial"
+    assert last_line.startswith("gateway-sizer: run partial: 1 of 2 configuration(s) did not finish"), last_line
     _assert_restored(admin, before)
 
 
@@ -248,11 +246,11 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     _assert_restored(admin, before)
 
 
+# SIGTERM, what Kubernetes sends the runner's Job; Ctrl-C (SIGINT) takes the same path to the restore, and the
+# local tests send it (tests/local/test_sweep.py)
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_and_sigterm_stop_the_load_restore_the_gateway_and_remove_every_object_of_the_run(
-    cluster, tmp_path, signum
-):
+def test_sigterm_stops_the_load_restores_the_gateway_and_removes_every_object_of_the_run(cluster, tmp_path):
+    signum = signal.SIGTERM
     kubeconfig, admin = cluster
     before = _gateway(admin)
     scenario = scenario_file(tmp_path, **{"envoy.cpu": [0.15], "load.step_seconds": 30, "load.rounds": 1})
@@ -304,10 +302,12 @@ def _envoy_cpu_cgroups() -> list[Path]:
     return sorted(folders)
 
 
-# A 50m limit on the cluster: the first window runs under the kubelet's quota, the next ones without it. No machine
-# serves a request through Envoy for less than 40 us of CPU (the fastest VM measured: 98 us at 2,200 RPS), so 2,400
-# RPS need at least 96m, twice the nominal limit, on any machine of this kind.
-NO_QUOTA = {"envoy.cpu": [0.05], "load.rounds": 1, "load.search": "fixed", "load.rps": [100, 1200, 2400, 2400],
+# A 50m limit on the cluster: the first window runs under the kubelet's quota, the second without it (the quota goes
+# while the load ramps up to 2,400 RPS, a few seconds before that window starts). No machine serves a request through
+# Envoy for less than 40 us of CPU (the fastest VM measured: 98 us at 2,200 RPS), so 2,400 RPS need at least 96m,
+# twice the nominal limit, on any machine of this kind. One window past the limit is enough: the guard
+# (runner.guards.cpu_limit_exceeded) judges each window on its own and makes the configuration invalid.
+NO_QUOTA = {"envoy.cpu": [0.05], "load.rounds": 1, "load.search": "fixed", "load.rps": [100, 2400],
             "load.step_seconds": 6, "load.warmup_seconds": 2, "load.settle_seconds": 1}  # fmt: skip
 
 

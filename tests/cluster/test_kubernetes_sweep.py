@@ -27,19 +27,26 @@ from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
 from runner.platforms.kubernetes.resize import live_pods, running_resources
 from runner.results import load_summary
-from support.cluster import ENVOY, PROMETHEUS, STATE, run_dir_of, scenario_file, sizer
-from support.knees import assert_windows_bracket_the_knee
+from support.cluster import (
+    ENVOY,
+    PROMETHEUS,
+    STATE,
+    TLS_FIXED,
+    run_dir_of,
+    scenario_file,
+    sizer,
+)
+from support.knees import added_us_per_request, assert_windows_bracket_the_knee
 from support.processes import run_sizer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")
 PROMETHEUS_DEPLOYMENT = workloads.Workload("Deployment", "monitoring", "prometheus", "prometheus")
 REFUSED = (urllib.error.URLError, http.client.HTTPException, OSError)  # ssl.SSLError is an OSError
-# One round, short windows: the profile and route sweeps check what a run does with each profile (bench/ measures
-# the figures); the runner-account sweep runs the default search in three interleaved rounds.
-SHORT_SEARCH = {"load.step_seconds": 8, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.max_steps": 6,
-                "load.rounds": 1}  # fmt: skip
-ROUNDS_SEARCH = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.rounds": 3}
+# The runner-account sweep runs the default search in two interleaved rounds: each knee from the rounds fit (the
+# interval from three or more rounds is the local sweep's to prove, tests/local/test_sweep.py). The profile and route
+# sweeps check what a run does with each profile and route count (bench/ measures the figures).
+ROUNDS_SEARCH = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.rounds": 2}
 
 
 def _envoy_pods(admin: Cluster) -> dict[str, tuple[str, int]]:
@@ -89,19 +96,20 @@ def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place
     # the runner's account reads no node: the CPU manager policy is recorded as unknown, with the reason
     isolation = summary.environment.isolation
     assert isolation is not None and (isolation.cpu_manager_policy or "").startswith("unknown ("), isolation
-    assert summary.rounds is not None and [r.number for r in summary.rounds.rounds] == [1, 2, 3]
+    assert summary.rounds is not None and [r.number for r in summary.rounds.rounds] == [1, 2]
     for config in summary.configs:
         assert config.status == "saturated", (config.reason, config.search)
         knee = config.knee
-        assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
+        assert knee is not None and knee.method == "rounds" and knee.rounds == 2, knee
         assert_windows_bracket_the_knee(config)  # measured, not assumed
         assert config.envoy.concurrency == 1  # auto: one worker per started core, set by the patch
         assert all(s.throttled_share is not None for s in config.steps)  # cAdvisor's CFS counters reach the run
         assert any(s.throttled_share for s in config.steps if s.cpu_utilization_mean >= 0.9)  # the kubelet's quota
-        if knee.interval is None:
-            assert config.search is not None and "no interval" in config.search, config.search
+        # two rounds give no interval (one from the scatter between rounds needs three), and the search says so
+        assert knee.interval is None and config.search is not None and "no interval" in config.search, config.search
     # from round 1's second configuration to the last window the kubelet resized the same pods in place: no
-    # rollout, no restart (restore then rolls the original arguments back out)
+    # rollout, no restart (restore then rolls the original arguments back out). Round 2 visits both configurations,
+    # so at least one resize to the other limit falls in that span (sampled every second)
     assert len(seen) >= 10 and all(pods == seen[0] for pods in seen), f"Envoy's pods changed between rounds: {seen}"
     assert "speed moved" in out or "was not measured" in out
     assert workloads.get_pod_resources(admin, ENVOY) == before
@@ -119,52 +127,60 @@ def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place
         assert [o.metadata.name for o in listed.items] == []
 
 
-# One Envoy limit, the short search: the TLS profiles each get a knee in a few minutes (plain HTTP gets its own
-# above). body-1000 is a size the test bed does not serve: that configuration fails at once, with the line naming it.
-PROFILE_SCHEDULE = {"envoy.cpu": [0.3], **SHORT_SEARCH}
+# One Envoy limit, the TLS profiles' fixed schedule (support.cluster.TLS_FIXED) for every profile: what a run does with
+# each (its TLS Secret and HTTPProxy, a connection per request or none), not its knee (bench/ and the local sweeps
+# measure those). body-1000 is a size the test bed does not serve: that configuration fails at once, with the line
+# naming it.
 PROFILES = ["tls", "tls-new-connection", "body-16k", "body-1000"]
 
 
 @pytest.mark.timeout(2400)
-def test_tls_and_body_profiles_as_the_runner_account_get_knees_and_leave_no_secret_or_proxy(
+def test_tls_and_body_profiles_as_the_runner_account_are_served_and_leave_no_secret_or_proxy(
     cluster, runner_kubeconfig, tmp_path
 ):
     _, admin = cluster
-    scenario = scenario_file(tmp_path, profiles=PROFILES, **PROFILE_SCHEDULE)
+    scenario = scenario_file(tmp_path, profiles=PROFILES, **TLS_FIXED)
     started = time.monotonic()
     result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path), timeout=2000,
                        env={"KUBECONFIG": str(runner_kubeconfig)})  # fmt: skip
     took = time.monotonic() - started
-    summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
-    configs = {c["profile"]["name"]: c for c in summary["configs"]}
-    steps = {name: [(round(s["rps"]), f"{s['cpu_utilization_mean']:.0%}", _per_request(s)) for s in c["steps"]]
+    summary = load_summary((tmp_path / "latest").resolve())
+    configs = {c.profile.name: c for c in summary.configs}
+    steps = {name: [(round(s.envoy_rps), f"{s.cpu_utilization_mean:.0%}", s.connections_per_request) for s in c.steps]
              for name, c in configs.items()}  # fmt: skip
-    print(f"\nsweep took {took:.0f} s; per profile (RPS, CPU, new connections per request): {steps}")
+    print(f"\nsweep took {took:.0f} s; per profile (Envoy RPS, CPU, new connections per request): {steps}")
     assert result.returncode == EXIT_INCOMPLETE, result.stderr[-3000:]  # body-1000 failed, as it should
-    assert summary["status"] == "partial" and list(configs) == PROFILES, summary["reason"]
-    for name in ("tls", "tls-new-connection", "body-16k"):
-        assert configs[name]["status"] == "saturated", (name, configs[name]["reason"], steps[name])
-    assert configs["body-1000"]["status"] == "failed" and configs["body-1000"]["steps"] == []
-    assert configs["body-1000"]["reason"].startswith(
+    assert summary.status == "partial" and list(configs) == PROFILES, summary.reason
+    served = ("tls", "tls-new-connection", "body-16k")
+    for name in served:  # every rate measured and served in full, and no guard fired on any window
+        config = configs[name]
+        # not-saturated: below the knee, as planned (saturated only where 120 RPS reach the threshold: a slow machine)
+        assert config.status in ("not-saturated", "saturated"), (name, config.reason, steps[name])
+        assert [s.target_rps for s in config.steps] == TLS_FIXED["load.rps"], (name, steps[name])
+        assert not any(s.guards for s in config.steps), (name, [s.guards for s in config.steps])
+        for step in config.steps:
+            assert step.target_rps is not None and step.fail_ratio == 0, (name, steps[name])
+            assert step.envoy_rps >= 0.9 * step.target_rps, (name, steps[name])
+    assert configs["body-1000"].status == "failed" and configs["body-1000"].steps == []
+    assert (configs["body-1000"].reason or "").startswith(
         "the backend does not serve 1,000-byte bodies: GET /size/1000 with Host external.nginx through the gateway"
         " got HTTP 404"
-    ), configs["body-1000"]["reason"]
+    ), configs["body-1000"].reason
     # Envoy counted one new connection per request for tls-new-connection, next to none for the keep-alive ones
-    below = {name: [s for s in configs[name]["steps"] if s["cpu_utilization_mean"] < 0.9] for name in configs}
-    assert all(0.95 <= _per_request(s) <= 1.05 for s in below["tls-new-connection"]), steps["tls-new-connection"]
-    assert all(_per_request(s) < 0.05 for name in ("tls", "body-16k") for s in below[name]), steps
-    knees = {name: configs[name]["knee"]["rps"] for name in ("tls", "tls-new-connection")}
-    assert knees["tls-new-connection"] < knees["tls"] / 2, knees  # a full handshake per request costs the most
+    cx = {name: [s.connections_per_request for s in configs[name].steps] for name in served}
+    assert all(share is not None and 0.95 <= share <= 1.05 for share in cx["tls-new-connection"]), steps
+    assert all(share is not None and share < 0.05 for name in ("tls", "body-16k") for share in cx[name]), steps
+    # a full handshake per request costs the most: a new connection per request adds at least twice the CPU a
+    # keep-alive request adds over the same listener, both measured in this run, so on a machine of any speed (the
+    # knees of tls and tls-new-connection were 3.5-3.9x apart on the cluster on 2026-11-26; at 20-80 RPS the local
+    # platform's slopes were 2.9x apart)
+    cost = {name: added_us_per_request(configs[name].steps) for name in ("tls", "tls-new-connection")}
+    assert cost["tls"] > 0 and cost["tls-new-connection"] >= 2.0 * cost["tls"], (cost, steps)
     # the run's Secret and HTTPProxy are gone; the test bed's HTTPProxy is all that is left
     selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
     assert admin.core.list_namespaced_secret("gateway-loadtest", label_selector=selector).items == []
     proxies = admin.custom.list_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL)["items"]
     assert [p["metadata"]["name"] for p in proxies] == ["nginx"]
-
-
-def _per_request(step: dict) -> float:
-    """New connections Envoy accepted per request it served, in one window."""
-    return step["envoy_cx_rate"] / step["envoy_rps"] if step.get("envoy_cx_rate") and step["envoy_rps"] else 0.0
 
 
 @pytest.mark.parametrize(
@@ -229,9 +245,11 @@ def test_etcd_answers_only_clients_with_a_certificate_of_its_ca(cluster):
         assert json.loads(health.read())["health"] == "true"
 
 
-# The memory model's route sweep on the cluster: HTTPProxies added to the running gateway, Contour's figures.
+# The memory model's route sweep on the cluster: HTTPProxies added to the running gateway, Contour's figures. A 6 s
+# hold is 3 of Prometheus' 2 s scrapes and one of Envoy's 5 s stats flushes (MIN_HOLD_SECONDS): enough for figures
+# this test bounds by orders of magnitude, not measures.
 ROUTE_SWEEP = {"envoy.cpu": [0.3], "memory": {"routes": [0, 10, 100], "route_probes": 10, "only": True, "rps": 20,
-                                              "settle_seconds": 5, "hold_seconds": 15}}  # fmt: skip
+                                              "settle_seconds": 2, "hold_seconds": 6}}  # fmt: skip
 
 
 @pytest.mark.timeout(1800)

@@ -3,15 +3,14 @@ handshake per request, and a 16 KiB body, each at the same CPU limit; the run's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
-from runner.model import Step
 from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
+from support.knees import added_us_per_request
 from support.processes import run_sizer
 
 PROFILES = ["tls", "tls-new-connection", "body-16k"]
@@ -19,12 +18,6 @@ PROFILES = ["tls", "tls-new-connection", "body-16k"]
 # window is served in full; two levels far apart, so the CPU a request adds (the slope between them) stands
 # clear of what Envoy spends with no load at all (stats, timers: ~1 ms per request at 30 RPS on 2026-11-25)
 LEVELS = [20, 80]
-
-
-def _added_us_per_request(steps: Sequence[Step]) -> float:
-    """Envoy's CPU one more request per second adds (microseconds), from the lowest and the highest window."""
-    low, high = min(steps, key=lambda s: s.envoy_rps), max(steps, key=lambda s: s.envoy_rps)
-    return 1e6 * (high.envoy_cpu_cores - low.envoy_cpu_cores) / (high.envoy_rps - low.envoy_rps)
 
 
 @pytest.mark.slow
@@ -61,7 +54,7 @@ def test_tls_a_handshake_per_request_and_a_16k_body_each_cost_what_they_should_a
     # build). A new connection per request adds at least twice the CPU a keep-alive request adds over the same
     # listener (1x: no handshake counted), on a machine of any speed. What a request adds is the slope between the
     # two levels: Envoy's idle CPU, the same at both, cancels
-    cost = {name: _added_us_per_request(c.steps) for name, c in configs.items()}
+    cost = {name: added_us_per_request(c.steps) for name, c in configs.items()}
     assert cost["tls"] > 0 and cost["tls-new-connection"] >= 2.0 * cost["tls"], (cost, windows)
     # the run's certificate and private key were removed when the platform stopped
     assert not list(run_dir.rglob("*.key")) and not list(run_dir.rglob("*.crt"))

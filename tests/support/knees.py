@@ -1,8 +1,18 @@
-"""Checks of a knee against the windows it came from, shared by the end-to-end sweeps (local and cluster)."""
+"""What a sweep's windows say, shared by the end-to-end sweeps (local and cluster): a knee checked against the
+windows it came from, and what one more request costs Envoy."""
 
 from __future__ import annotations
 
-from runner.model import ConfigResult
+from collections.abc import Sequence
+
+from runner.model import ConfigResult, Step
+
+
+def added_us_per_request(steps: Sequence[Step]) -> float:
+    """Envoy's CPU one more request per second adds (microseconds), from the lowest and the highest window: the
+    slope between them, in which Envoy's CPU with no load (stats, timers, scrapes), the same at both, cancels."""
+    low, high = min(steps, key=lambda s: s.envoy_rps), max(steps, key=lambda s: s.envoy_rps)
+    return 1e6 * (high.envoy_cpu_cores - low.envoy_cpu_cores) / (high.envoy_rps - low.envoy_rps)
 
 
 def assert_windows_bracket_the_knee(config: ConfigResult, threshold: float = 0.90) -> None:
