@@ -28,6 +28,11 @@ ROUNDS_EXTRAPOLATION = 0.25  # ... or this far for a rounds fit, whose interval 
 MIN_ROUNDS = 3  # an interval from the scatter between rounds needs at least this many (2 degrees of freedom)
 
 
+def student_t(dof: int, confidence: float = CONFIDENCE) -> float:
+    """Student's t quantile of a two-sided `confidence` interval with `dof` degrees of freedom."""
+    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+
+
 @dataclass(frozen=True)
 class PowerFit:
     """log(utilization) = intercept + exponent x log(RPS), by least squares over `n` windows."""
@@ -52,7 +57,7 @@ class PowerFit:
         dof = self.n - 2
         if dof < 1 or self.exponent <= 0 or self.sxx <= 0:
             return None
-        t = float(stats.t.ppf(0.5 + confidence / 2, dof))
+        t = student_t(dof, confidence)
         g = (t * self.residual_sd / self.exponent) ** 2 / self.sxx
         if g >= 1:
             return None
@@ -179,7 +184,7 @@ def jackknife(
     count = len(rounds)
     mean = sum(leave_one_out) / count
     error = math.sqrt((count - 1) / count * sum((v - mean) ** 2 for v in leave_one_out))
-    t = float(stats.t.ppf(0.5 + confidence / 2, count - 1))
+    t = student_t(count - 1, confidence)
     centre = math.log(whole)
     return Estimate(whole, math.exp(centre - t * error), math.exp(centre + t * error), count)
 
@@ -192,10 +197,10 @@ def rounds_to_reach(half_width: float, rounds: int, target: float, most: int) ->
         return rounds
     if rounds < MIN_ROUNDS:
         return None
-    t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, rounds - 1))
+    t = student_t(rounds - 1)
     error = math.log1p(half_width) / t * math.sqrt(rounds)  # one round's error, in logs (the larger side)
     for count in range(rounds + 1, most + 1):
-        width = math.expm1(float(stats.t.ppf(0.5 + CONFIDENCE / 2, count - 1)) * error / math.sqrt(count))
+        width = math.expm1(student_t(count - 1) * error / math.sqrt(count))
         if width <= target:
             return count
     return None
