@@ -198,9 +198,12 @@ class Capacity(Frozen):
 
 
 class EnvoyResources(Frozen):
+    """One Envoy pod's limits and worker threads, and how many such pods the configuration ran."""
+
     cpu_cores: float = Field(alias="cpu")
     memory: str
     concurrency: int
+    replicas: int = 1  # runs before the fleet axis had one pod
 
 
 class BackendResources(Frozen):

@@ -23,6 +23,12 @@ class Configuration:
     arrivals: str = "poisson"
     profile: TrafficProfile = PLAIN_PROFILE
     extra_routes: int = 0  # more virtual hosts in Envoy's routes (the memory model; local: in its bootstrap)
+    envoy_replicas: int = 1  # Envoy pods, each with the limits above
+
+    @property
+    def fleet_cpu_cores(self) -> float:
+        """The CPU limit of all the configuration's Envoy pods together."""
+        return self.envoy_cpu_cores * self.envoy_replicas
 
     @property
     def key(self) -> str:
@@ -34,8 +40,9 @@ class Configuration:
             contour = f"{cpu}/{memory}"
         profile = "" if self.profile.is_plain else f",profile={self.profile.name}"  # keys of plain runs as before
         routes = f",routes={self.extra_routes}" if self.extra_routes else ""
+        pods = f"x{self.envoy_replicas}" if self.envoy_replicas != 1 else ""  # keys of one-pod runs as before
         return (
-            f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}"
+            f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}{pods}"
             f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{profile}{routes}"
         )
 
@@ -43,6 +50,7 @@ class Configuration:
     def label(self) -> str:
         """How a person reads it: "Envoy 150m CPU / 512Mi, nginx x1"."""
         text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
+        text += f" x{self.envoy_replicas} pods" if self.envoy_replicas != 1 else ""
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
         text += f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
@@ -61,7 +69,7 @@ class Plan:
 
 
 def plan_sweep(scenario: Scenario) -> Plan:
-    """Every combination of Envoy CPU and memory, Contour resources, backend replicas, arrival model and
+    """Every combination of Envoy CPU, memory and replicas, Contour resources, backend replicas, arrival model and
     traffic profile (each profile's CPU limits run one after another, so profiles compare at each limit);
     none when the scenario asks for the memory model only (`memory.only`)."""
     if scenario.memory is not None and scenario.memory.only:
@@ -76,12 +84,14 @@ def plan_sweep(scenario: Scenario) -> Plan:
             contour=contour,
             arrivals=arrivals,
             profile=profile,
+            envoy_replicas=pods,
         )
-        for contour, replicas, profile, memory, cpu, arrivals in itertools.product(
+        for contour, replicas, profile, memory, pods, cpu, arrivals in itertools.product(
             contours,
             scenario.backend.replicas,
             scenario.profiles,
             scenario.envoy.memory_bytes,
+            scenario.envoy.replicas,
             scenario.envoy.cpu_cores,
             scenario.load.arrivals,
         )

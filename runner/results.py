@@ -63,6 +63,7 @@ def start_result(config: Configuration) -> ConfigResult:
             cpu_cores=config.envoy_cpu_cores,
             memory=format_memory(config.envoy_memory_bytes),
             concurrency=config.envoy_concurrency,
+            replicas=config.envoy_replicas,
         ),
         backend=BackendResources(replicas=config.backend_replicas),
         contour=contour,

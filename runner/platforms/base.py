@@ -120,6 +120,15 @@ class Platform(ABC):
         stop_shielded(self.stop)
 
 
+def refuse_fleet(replicas: tuple[int, ...], platform: str) -> None:
+    """UsageError when a configuration asks for more Envoy pods than the platform measures one by one."""
+    if max(replicas) > 1:
+        raise UsageError(
+            f"envoy.replicas {max(replicas)}: the {platform} platform measures one Envoy pod per configuration so far",
+            "set ENVOY_REPLICAS=1 (envoy.replicas: [1])",
+        )
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

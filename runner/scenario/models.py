@@ -123,6 +123,9 @@ class EnvoySpec(_Model):
     cpu_cores: CoresList = Field(alias="cpu")
     memory_bytes: BytesList = Field(default=(512 * 2**20,), alias="memory")
     concurrency: Concurrency = "auto"
+    # Envoy pods (local: processes sharing one listener port) per configuration, each with the CPU and memory
+    # limit of the configuration: a sweep axis like the CPU list
+    replicas: ReplicaCounts = (1,)
     guaranteed_qos: bool = True
     isolation: Literal["auto", "off"] = "auto"  # local: Envoy alone on its own CPUs when there are enough
     workload: WorkloadRef = WorkloadRef(namespace="projectcontour", name="envoy", container="envoy")
@@ -326,6 +329,7 @@ class Scenario(_Model):
     def _bounded_plan(self) -> Scenario:
         lists = {
             "envoy.cpu": len(self.envoy.cpu_cores),
+            "envoy.replicas": len(self.envoy.replicas),
             "envoy.memory": len(self.envoy.memory_bytes),
             "contour.resources": len(self.contour.resources or (None,)),
             "backend.replicas": len(self.backend.replicas),

@@ -124,6 +124,13 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
     ),
     Option("envoy_memory", ("envoy", "memory"), Words(), "Envoy memory limit(s)", ("1Gi", "512Mi,1Gi")),
     Option(
+        "envoy_replicas",
+        ("envoy", "replicas"),
+        Numbers(whole=True, example="1,2 or 1..3"),
+        "Envoy pods per configuration, each with the CPU and memory limit (the fleet)",
+        ("1,2", "1..3"),
+    ),
+    Option(
         "nginx_replicas",
         ("backend", "replicas"),
         Numbers(whole=True, example="1,2,3 or 1..3"),

@@ -14,7 +14,7 @@ from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.paths import cache_dir
 from runner.plan import Configuration
-from runner.platforms.base import Endpoints, Platform
+from runner.platforms.base import Endpoints, Platform, refuse_fleet
 from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, read_steal, reference_speed
@@ -32,6 +32,7 @@ class LocalPlatform(Platform):
     def __init__(
         self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False, testbed_id: str | None = None
     ) -> None:
+        refuse_fleet(scenario.envoy.replicas, self.name)
         self.scenario = scenario
         self.owner_pid = os.getpid() if testbed_id is None else 0
         memory_cpu = scenario.memory.cpu_for(scenario.envoy.cpu_cores) if scenario.memory else 0.0
