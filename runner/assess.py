@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runner.capacity import find_capacity
 from runner.curve import MIN_ROUNDS, rounds_to_reach
 from runner.guards import judge
-from runner.knee import KneeResult, find_capacity, find_knee
+from runner.knee import KneeResult, find_knee
 from runner.model import Capacity, Knee, Step
 from runner.scenario.limits import MAX_ROUNDS
 from runner.search import Targets
@@ -40,7 +41,7 @@ def assess(steps: Sequence[Step], threshold: float, slo_ms: float) -> Assessment
     """Knee, capacity and verdict of one configuration's windows."""
     outcome = find_knee(steps, threshold)
     status, reason = judge(steps, outcome.judged_up_to, outcome.reason)
-    capacity = find_capacity(steps, slo_ms, above=outcome.knee.rps if outcome.knee else None)
+    capacity = find_capacity(steps, slo_ms)
     return Assessment(outcome, capacity, status, reason)
 
 

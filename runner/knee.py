@@ -1,4 +1,4 @@
-"""The knee and the capacity of one configuration, from its measured windows. Pure.
+"""The knee of one configuration, from its measured windows. Pure.
 
 The knee is the RPS at which Envoy's CPU utilization reaches the threshold, read off a power law of
 utilization against RPS (runner.curve) fitted to the clean windows around the threshold that Envoy served in
@@ -8,13 +8,11 @@ the scatter between rounds, which holds the machine's drift during the run; wind
 Fieller's interval from their scatter, which does not. With fewer windows than a fit needs, the knee is
 interpolated between the two windows that bracket the threshold, and has no interval.
 
-The capacity is where it breaks: the highest offered rate served in full (within the delivery tolerance),
-with p99 latency under the SLO and failures under the guard's limit.
+The capacity (where it breaks) is runner.capacity's.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,8 +27,7 @@ from runner.curve import (
     power_fit,
     rounds_fit,
 )
-from runner.guards import FAIL_RATIO_LIMIT, GENERATOR_CPU_LIMIT
-from runner.model import Capacity, Knee, Step
+from runner.model import Knee, Step
 
 FIT_FLOOR = 0.5  # windows below this share of the threshold say little about the curve near it
 LOCAL_FLOOR = 0.75  # ... and once LOCAL_WINDOWS windows of one pass lie above this share, only those are fitted
@@ -40,8 +37,8 @@ SATURATED = 0.98  # at or above this utilization a window is at the cap: clipped
 MIN_FIT_WINDOWS = 3
 DELIVERY_TOLERANCE = 0.02  # a window serves its offered rate when it delivers at least 98% of it
 
-__all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_capacity", "find_knee",
-           "fit_windows", "fits", "power_fit", "window_points"]  # fmt: skip
+__all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_knee", "fit_windows", "fits",
+           "power_fit", "window_points"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,37 +213,3 @@ def _users_at(steps: Sequence[Step], rps: float) -> float:
         share = (rps - below[-1].rps) / (above[0].rps - below[-1].rps)
         users = below[-1].users + share * (above[0].users - below[-1].users)
     return round(users, 1)
-
-
-def serves(step: Step, slo_ms: float) -> bool | None:
-    """Whether Envoy served this window: the offered rate delivered, p99 under the SLO, failures low.
-    None when the window cannot tell (closed loop, or a generator that could not offer the load)."""
-    if step.target_rps is None or step.generator_cpu_max >= GENERATOR_CPU_LIMIT:
-        return None
-    return (
-        served_in_full(step) and (step.p99_ms is None or step.p99_ms <= slo_ms) and step.fail_ratio <= FAIL_RATIO_LIMIT
-    )
-
-
-def _broken_by(step: Step, slo_ms: float) -> str:
-    if not served_in_full(step):
-        return f"delivered {step.rps:,.0f} of {step.offered:,.0f} offered RPS ({step.rps / step.offered:.0%})"
-    if step.p99_ms is not None and step.p99_ms > slo_ms:
-        return f"p99 {step.p99_ms:,.0f} ms at {step.offered:,.0f} RPS, over the {slo_ms:,.0f} ms SLO"
-    return f"{step.fail_ratio:.1%} of requests failed at {step.offered:,.0f} RPS"
-
-
-def find_capacity(steps: Sequence[Step], slo_ms: float, above: float | None = None) -> Capacity | None:
-    """The highest offered rate served below the lowest one that broke; None when none was served. With
-    `above` (the knee), a window offered less that broke is a transient, not where Envoy breaks."""
-    judged = [(s, ok) for s in steps if (ok := serves(s, slo_ms)) is not None]
-    broken = [s for s, ok in judged if not ok and (above is None or s.offered >= above)]
-    first_broken = min(broken, key=lambda s: s.offered) if broken else None
-    limit = first_broken.offered if first_broken else math.inf
-    served = [s for s, ok in judged if ok and s.offered < limit]
-    if not served:
-        return None
-    best = max(served, key=lambda s: s.offered)
-    if first_broken is None:
-        return Capacity(rps=best.offered)
-    return Capacity(rps=best.offered, broken_at=first_broken.offered, broken_by=_broken_by(first_broken, slo_ms))

@@ -185,11 +185,22 @@ class Knee(Frozen):
 
 class Capacity(Frozen):
     """Where it breaks: the highest offered rate served in full (within the delivery tolerance) with p99
-    under the latency SLO, and the lowest rate above it that was not (None: none measured)."""
+    under the latency SLO `slo_ms`, and the lowest rate above it that was not (None: none measured); with
+    three rounds or more, the 95% interval `low`-`high` from the scatter between `rounds` rounds (runner.capacity);
+    `transients`: the windows that broke and were dropped, each with why."""
 
     rps: float
     broken_at: float | None = None
     broken_by: str | None = None
+    low: float | None = None
+    high: float | None = None
+    rounds: int | None = None
+    slo_ms: float | None = None  # runs before 2026-11-28 did not record it (the scenario's load.latency_slo_ms)
+    transients: tuple[str, ...] = ()
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return (self.low, self.high) if self.low is not None and self.high is not None else None
 
     @property
     def resolution(self) -> float | None:

@@ -29,10 +29,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runner.capacity import find_capacity
 from runner.knee import (
     ROUNDS_FLOOR,
     SATURATED,
-    find_capacity,
     find_knee,
     fit_windows,
     fits,
@@ -232,5 +232,5 @@ class VisitPlanner:
         result = find_knee(steps, self.threshold)
         if result.knee is None:
             return None
-        capacity = find_capacity(steps, self.search.targets.latency_slo_ms, above=result.knee.rps)
+        capacity = find_capacity(steps, self.search.targets.latency_slo_ms)
         return self.search.probe_capacity(steps, result, capacity)

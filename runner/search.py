@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from runner.capacity import find_capacity
 from runner.knee import (
     SATURATED,
     KneeResult,
-    find_capacity,
     find_knee,
     fit_windows,
     power_fit,
@@ -153,7 +153,7 @@ class AdaptiveSearch:
             return None
         if self.maker.mode == "users":
             return self._bisect_users(result.bracket) if result.bracket is not None else None
-        capacity = find_capacity(steps, self.targets.latency_slo_ms, above=result.knee.rps)
+        capacity = find_capacity(steps, self.targets.latency_slo_ms)
         if not self.knee_settled(result) and len(steps) < self.targets.max_steps - CAPACITY_RESERVE:
             return self._refine(steps, result, capacity)
         return self.probe_capacity(steps, result, capacity)
@@ -267,7 +267,7 @@ class AdaptiveSearch:
             verdict = "within" if width <= target else "wider than"
             parts.append(f"knee interval +-{width:.1%}, {verdict} the +-{target:.0%} target")
         if self.maker.mode == "rps":
-            capacity = find_capacity(steps, self.targets.latency_slo_ms, above=result.knee.rps if result.knee else None)
+            capacity = find_capacity(steps, self.targets.latency_slo_ms)
             if capacity is None:
                 parts.append("no rate served within the SLO")
             elif capacity.broken_at is None:

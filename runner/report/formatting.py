@@ -161,7 +161,8 @@ def capacity_text(capacity: Capacity | None) -> str:
     if capacity is None:
         return "-"
     broke = f"broke at {capacity.broken_at:,.0f}: {capacity.broken_by}" if capacity.broken_at else "not broken"
-    return f"{capacity.rps:,.0f} RPS ({broke})"
+    ci = f"; 95% CI {interval(*capacity.interval)} over {capacity.rounds} rounds" if capacity.interval else ""
+    return f"{capacity.rps:,.0f} RPS ({broke}{ci})"
 
 
 def drift_text(drift: ControlDrift | None, record: RoundsRecord | None) -> str:

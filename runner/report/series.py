@@ -148,9 +148,13 @@ class Rate:
         assert knee is not None
         if self.source == "knee":
             return fmt.knee_from(knee)
-        broke = f"broke at {fmt.rps(self.high)}" if self.high else "no rate measured broke it"
+        capacity = self.config.capacity
+        broken_at = capacity.broken_at if capacity is not None else None
+        broke = f"broke at {fmt.rps(broken_at)}" if broken_at else "no rate measured broke it"
+        rounds = capacity.rounds if capacity is not None and capacity.interval else None
+        ci = f" (95% CI {fmt.interval(self.low, self.high)} over {rounds} rounds)" if rounds else ""
         return (
-            f"latency broke before the CPU threshold: served in full up to {fmt.rps(self.rps)} RPS, {broke}, "
+            f"latency broke before the CPU threshold: served in full up to {fmt.rps(self.rps)} RPS{ci}, {broke}, "
             f"below the knee of {fmt.rps(knee.rps)}"
         )
 
@@ -176,9 +180,10 @@ def rate_of(config: ConfigResult) -> Rate | None:
     knee = config.valid_knee
     if knee is None:
         return None
-    below = config.capacity_over_knee
-    if below is not None and below < 0 and config.capacity is not None:
-        return Rate(config, "capacity", config.capacity.rps, config.capacity.rps, config.capacity.broken_at)
+    below, capacity = config.capacity_over_knee, config.capacity
+    if below is not None and below < 0 and capacity is not None:
+        low, high = capacity.interval or (capacity.rps, capacity.broken_at)  # the rounds', or the bracket
+        return Rate(config, "capacity", capacity.rps, low, high)
     return Rate(config, "knee", knee.rps, knee.low, knee.high)
 
 

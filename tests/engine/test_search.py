@@ -14,7 +14,8 @@ import statistics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.knee import find_capacity, find_knee
+from runner.capacity import find_capacity
+from runner.knee import find_knee
 from runner.model import Step
 from runner.scenario import parse_scenario
 from runner.search import MAX_GROWTH, AdaptiveSearch, LevelMaker, RampSearch, Targets, make_search

@@ -13,6 +13,7 @@ from runner.results import load_summary
 DATA = PROJECT_ROOT / "tests" / "report" / "data"
 FIXTURE_RUN = DATA / "local-150m-300m"
 THREE_LIMITS_RUN = DATA / "local-100m-200m-300m"  # a later sweep
+LOCAL_ROUNDS_RUN = DATA / "local-rounds"  # 250m and 500m in 5 interleaved rounds, Poisson arrivals
 KNEE_150M = 524.2586170370615
 KNEE_300M = 1804.337717974861
 

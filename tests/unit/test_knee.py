@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from runner.knee import find_capacity, find_knee, fit_windows, power_fit
+from runner.capacity import find_capacity
+from runner.knee import find_knee, fit_windows, power_fit
 from runner.model import Finding
 from support.steps import make_step
 
@@ -153,11 +154,13 @@ def test_a_knee_is_fitted_even_when_noise_puts_the_lowest_rate_past_the_threshol
     assert 500 < result.knee.rps < 566
 
 
-def test_a_break_below_the_knee_is_a_transient_not_the_capacity():
+def test_a_break_that_its_own_round_served_past_is_a_transient_not_the_capacity():
     steps = [_window(500, 483, 8), _window(1000, 1000, 30), _window(1100, 1100, 80), _window(1200, 1100, 500)]
-    assert find_capacity(steps, slo_ms=250) is None  # taken literally, the first window broke it
-    capacity = find_capacity(steps, slo_ms=250, above=900)
+    capacity = find_capacity(steps, slo_ms=250)  # taken literally, the first window broke it
     assert (capacity.rps, capacity.broken_at) == (1100, 1200)
+    assert capacity.transients == (
+        "delivered 483 of 500 offered RPS (97%) in round 1: a transient, 1,000-1,100 RPS were served in the same round",
+    )
 
 
 def test_an_interval_whose_bounds_pass_any_float_is_none_not_an_overflow():
