@@ -345,6 +345,20 @@ class Node(Frozen):
     cpu_model: str | None = None
 
 
+class EnvoyWorkload(Frozen):
+    """The Envoy workload a Kubernetes run found and sized (its kind as found, also when the scenario said
+    `auto`): the selector of its pods, how many it ran before the run (a DaemonSet: the nodes it is scheduled on),
+    and what provisions it when that is not its own manifest (`ContourDeployment ns/name`)."""
+
+    kind: Literal["DaemonSet", "Deployment"]
+    namespace: str
+    name: str
+    container: str
+    selector: dict[str, str] = {}
+    pods: int | None = None
+    provisioned_by: str | None = None
+
+
 class Environment(Frozen):
     """The machine, the components' versions and the platform's own facts, for the environment table."""
 
@@ -357,6 +371,7 @@ class Environment(Frozen):
     kubernetes: str | None = None
     api_server: str | None = None
     nodes: tuple[Node, ...] = ()
+    envoy_workload: EnvoyWorkload | None = None  # kubernetes: the Envoy workload as found (None: earlier runs)
     overrides: dict[str, str] = {}
 
 

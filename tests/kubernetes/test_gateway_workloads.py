@@ -265,3 +265,23 @@ def test_guaranteed_qos_covers_contours_init_container_and_undo_restores_it(admi
     assert wl.get_pod_resources(admin, envoy)["envoy-initconfig"] == sized
     undo(admin, changes, timeout_s=1, wait=False)
     assert wl.get_pod_resources(admin, envoy) == {"envoy-initconfig": None, "shutdown-manager": None, "envoy": ORIGINAL}
+
+
+def test_facts_record_the_kind_found_its_selector_and_its_pods_before_the_run(admin, namespace, tmp_path):
+    """What `recommend` reads of the install's shape (runner.model.EnvoyWorkload), also when the scenario said
+    `auto`: the kind found, the selector of its pods, and the replicas it had before the run changed them."""
+    from runner.model import EnvoyWorkload
+
+    create(admin, workload("Deployment", namespace, "envoy", {"envoy": ORIGINAL}, replicas=3))
+    envoy = wl.find(admin, WorkloadRef(namespace=namespace, name="envoy", container="envoy"), "envoy")
+    changes = ClusterChanges(tmp_path / "originals.json")
+    found = EnvoyWorkload.model_validate(wl.facts(admin, envoy, changes, None))
+    assert (found.kind, found.selector, found.pods, found.provisioned_by) == ("Deployment", {"app": "envoy"}, 3, None)
+    changes.remember(Original(envoy, wl.get_pod_resources(admin, envoy), replicas=5))  # as it was before the run
+    assert wl.facts(admin, envoy, changes, "ContourDeployment ns/gw")["pods"] == 5
+    assert wl.facts(admin, envoy, changes, "ContourDeployment ns/gw")["provisioned_by"] == "ContourDeployment ns/gw"
+
+    create(admin, workload("DaemonSet", namespace, "proxy", {"envoy": ORIGINAL}))
+    daemonset = wl.find(admin, WorkloadRef(namespace=namespace, name="proxy", container="envoy"), "envoy")
+    found = EnvoyWorkload.model_validate(wl.facts(admin, daemonset, changes, None))
+    assert (found.kind, found.selector) == ("DaemonSet", {"app": "proxy"})

@@ -405,6 +405,8 @@ class KubernetesPlatform(Platform):
         if contour is None:  # not patched by this run (no contour.resources), but its version still matters
             with contextlib.suppress(UsageError):
                 contour = workloads.find(cluster, self.scenario.contour.workload, "contour")
+        if self.envoy is not None:  # the shape `recommend` sizes for: its kind as found, also when `auto`
+            facts["envoy_workload"] = workloads.facts(cluster, self.envoy, self.changes, self.parameters)
         facts["versions"] = {
             "envoy": _image_tag(cluster, self.envoy),
             "contour": _image_tag(cluster, contour),

@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory
 from runner.scenario import WorkloadRef
+
+if TYPE_CHECKING:
+    from runner.platforms.kubernetes.originals import ClusterChanges
 
 Kind = Literal["DaemonSet", "Deployment"]
 POLL_S = 1.0
@@ -323,6 +326,28 @@ def pod_qos_classes(cluster: Cluster, workload: Workload) -> dict[str, str]:
         str(pod.metadata.name): str(pod.status.qos_class)
         for pod in pods.items
         if pod.metadata.deletion_timestamp is None and pod.status is not None
+    }
+
+
+def facts(cluster: Cluster, workload: Workload, changes: ClusterChanges, provisioner: object | None) -> dict[str, Any]:
+    """What `recommend` needs of the gateway's shape (runner.model.EnvoyWorkload): its kind as found, the selector
+    of its pods, how many it ran (a Deployment: its replicas before the run changed any; a DaemonSet: the nodes it
+    is scheduled on, None before its controller counted them), and what provisions it (`provisioner`)."""
+    obj = read(cluster, workload)
+    selector = obj.spec.selector.match_labels if obj.spec.selector is not None else None
+    original = changes.original(workload)
+    if workload.kind == "DaemonSet":
+        pods = obj.status.desired_number_scheduled if obj.status is not None else None
+    else:
+        pods = original.replicas if original is not None and original.replicas is not None else obj.spec.replicas
+    return {
+        "kind": workload.kind,
+        "namespace": workload.namespace,
+        "name": workload.name,
+        "container": workload.container,
+        "selector": dict(selector or {}),
+        "pods": pods,
+        "provisioned_by": str(provisioner) if provisioner is not None else None,
     }
 
 
