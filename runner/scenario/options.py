@@ -167,6 +167,13 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
         "more rounds, up to this many, for a configuration whose knee's interval is wider than its target",
         ("10",),
     ),
+    Option(
+        "latency_slo_ms",
+        ("load", "latency_slo_ms"),
+        Numbers(single=True),
+        "p99 latency SLO in ms: the capacity is the highest rate served with p99 under it (default 250)",
+        ("50",),
+    ),
     Option("client", ("load", "client"), _text, "Locust client: `lean` or `fasthttp`", ("lean",)),
     Option(
         "arrivals",
