@@ -26,7 +26,7 @@ SWEEP_OPTIONS := SCENARIO:--scenario PLATFORM:--platform ENVOY_CPUS:--envoy-cpus
 # run a `$(shell ...)` in it), and the recipes say "$$X", so no quote or `$(...)` in a value can reach the shell
 # or make as code.
 SIZER_VARS := $(foreach option,$(SWEEP_OPTIONS),$(firstword $(subst :, ,$(option)))) \
-	RUN TARGET_RPS HEADROOM CORES_PER_REPLICA OUTPUT PROFILE A B THRESHOLD_PCT
+	RUN TARGET_RPS HEADROOM CORES_PER_REPLICA SLO_P99_MS WORKLOAD_KIND NODES OUTPUT PROFILE A B THRESHOLD_PCT
 $(foreach var,$(SIZER_VARS),$(eval override $(var) := $$(value $(var))))
 $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
 # $(call sweep_arg,VARIABLE --flag): --flag="$VARIABLE" when the variable is set
@@ -94,11 +94,13 @@ testbed-down: setup ## stop the local test bed
 report: $(VENV)/.installed ## write report.md and report.html into a run (RUN=results/<id>, default the latest)
 	$(SIZER) report $(if $(RUN),-- "$$RUN")
 
-recommend: $(VENV)/.installed ## Envoy CPU, memory, replicas, HPA, overload settings (TARGET_RPS=5000 CONNECTIONS=10000 ROUTES=500)
+recommend: $(VENV)/.installed ## Envoy CPU, memory, nodes or replicas, HPA, threads, overload settings (TARGET_RPS=5000 [SLO_P99_MS=50] CONNECTIONS=10000 ROUTES=500)
 	$(SIZER) recommend $(if $(or $(TARGET_RPS),$(if $(CONNECTIONS)$(ROUTES),,x)),--target-rps="$$TARGET_RPS") \
 		$(if $(CONNECTIONS),--connections="$$CONNECTIONS") $(if $(ROUTES),--routes="$$ROUTES") \
 		$(if $(HEADROOM),--headroom="$$HEADROOM") \
 		$(if $(CORES_PER_REPLICA),--cores-per-replica="$$CORES_PER_REPLICA") \
+		$(if $(SLO_P99_MS),--slo-p99-ms="$$SLO_P99_MS") $(if $(WORKLOAD_KIND),--workload-kind="$$WORKLOAD_KIND") \
+		$(if $(NODES),--nodes="$$NODES") \
 		$(if $(OUTPUT),--output="$$OUTPUT") $(if $(PROFILE),--profile="$$PROFILE") $(if $(RUN),--run="$$RUN")
 
 compare: $(VENV)/.installed ## two runs' knees side by side, fails on a regression (A=... B=... [THRESHOLD_PCT=5])

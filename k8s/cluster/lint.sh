@@ -3,9 +3,8 @@
 #   helm lint (default values, and the one-machine values with Locust on);
 #   helm template | kubeconform -strict, for the same two value sets;
 #   kubeconform -strict on k8s/manifests/* and on the one-machine overlays (rendered by kubectl kustomize).
-# Schemas: Kubernetes' own api/openapi-spec/swagger.json (k8s.io/kubernetes module), Contour's CRDs
-# (examples/contour/01-crds.yaml of the contour module) and the Gateway API CRDs (its
-# examples/gateway/00-crds.yaml), converted by k8s/tools/crd2jsonschema into $CACHE/schemas/; nothing is fetched from the network but Go modules.
+# Schemas: schemas.sh's (Kubernetes' swagger.json, Contour's and the Gateway API's CRDs, converted by
+# k8s/tools/crd2jsonschema into $CACHE/schemas/); nothing is fetched from the network but Go modules.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
@@ -14,16 +13,8 @@ CHART=$REPO/charts/gateway-loadtest
 
 mapfile -t tools < <("$HERE/build.sh" --print-path helm kubeconform crd2jsonschema kubectl)
 [ ${#tools[@]} = 4 ] || die "k8s/cluster/build.sh could not provide helm, kubeconform, crd2jsonschema, kubectl"
-HELM=${tools[0]} KUBECONFORM=${tools[1]} CRD2JSONSCHEMA=${tools[2]} KUBECTL=${tools[3]}
-SCHEMAS=$CACHE/schemas/kubernetes-$K8S_VERSION-contour-$CONTOUR_VERSION-gateway-api-$(crd2jsonschema_key)
-if [ ! -f "$SCHEMAS/.complete" ]; then
-    K8S_MODULE=$("$HERE/build.sh" --print-path kubernetes-module)
-    CONTOUR_MODULE=$("$HERE/build.sh" --print-path contour-module)
-    rm -rf "$SCHEMAS"
-    "$CRD2JSONSCHEMA" -out "$SCHEMAS" -swagger "$K8S_MODULE/api/openapi-spec/swagger.json" \
-        "$CONTOUR_MODULE/examples/contour/01-crds.yaml" "$CONTOUR_MODULE/examples/gateway/00-crds.yaml"
-    touch "$SCHEMAS/.complete"
-fi
+HELM=${tools[0]} KUBECONFORM=${tools[1]} KUBECTL=${tools[3]}
+SCHEMAS=$("$HERE/schemas.sh")
 
 failed=0
 # check NAME COMMAND...: the command prints YAML; kubeconform validates it strictly against the schemas.

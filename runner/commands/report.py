@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from runner.commands.values import Number
 from runner.errors import UsageError
 from runner.quantities import short_repr
+from runner.scenario.limits import MAX_LATENCY_SLO_MS
 
 if TYPE_CHECKING:
     from runner.results import RunSummary
@@ -21,6 +22,7 @@ MIN_CORES_PER_REPLICA = 0.01  # recommend --cores-per-replica: 10m, a Kubernetes
 MAX_CORES_PER_REPLICA = 64.0  # and 64 cores, as testbed up --envoy-cpu
 OUTPUTS = ("text", "yaml")
 MAX_THRESHOLD_PCT = 100.0  # compare --threshold-pct: a knee cannot fall by more than 100%
+MAX_NODES = 5000.0  # recommend --nodes: Kubernetes' largest supported cluster
 
 TARGET_RPS = Number("--target-rps", "5000", high=MAX_TARGET_RPS)
 HEADROOM = Number("--headroom", "0.3", high=MAX_HEADROOM)
@@ -28,6 +30,8 @@ CORES_PER_REPLICA = Number(
     "--cores-per-replica", "1", high=MAX_CORES_PER_REPLICA, low=MIN_CORES_PER_REPLICA, low_text="0.01 (10m)"
 )
 THRESHOLD_PCT = Number("--threshold-pct", "5", high=MAX_THRESHOLD_PCT)
+SLO_P99_MS = Number("--slo-p99-ms", "50", high=MAX_LATENCY_SLO_MS)
+NODES = Number("--nodes", "3", high=MAX_NODES, low=1)
 
 
 def _write_report(run_dir: Path, summary: RunSummary) -> None:
@@ -82,12 +86,31 @@ def _counts(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return (None if connections is None else int(connections)), (None if routes is None else int(routes))
 
 
+def _slo(text: str | None) -> float | None:
+    """--slo-p99-ms: a positive number of milliseconds (None: not given)."""
+    value = SLO_P99_MS.optional(text)
+    if value is not None and value <= 0:
+        raise UsageError(
+            f"--slo-p99-ms must be a positive number of milliseconds, got {value:g}", "e.g. --slo-p99-ms 50"
+        )
+    return value
+
+
+def _nodes(text: str | None) -> int | None:
+    """--nodes: a whole number from 1 (None: not given)."""
+    value = NODES.optional(text)
+    if value is not None and value != int(value):
+        raise UsageError(f"--nodes must be a whole number of nodes, got {short_repr(text)}", "e.g. --nodes 3")
+    return None if value is None else int(value)
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     from runner.report import memory_sizing as memory
     from runner.report import scenario_encoding
-    from runner.report.manifests import envoy_manifests, gateway_of_run, memory_manifest
-    from runner.report.replicas import format_replicas, plan_replicas
-    from runner.report.sizing import check_request, format_recommendation, recommend, require_fit
+    from runner.report.answer import Request, answer
+    from runner.report.manifests import memory_manifest
+    from runner.report.shape import gateway_of_run, parse_kind
+    from runner.report.sizing import check_request
     from runner.results import load_summary, resolve_run
 
     connections, routes = _counts(args)
@@ -100,6 +123,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     headroom = HEADROOM(args.headroom)
     check_request(1.0 if target is None else target, headroom)
     cores = CORES_PER_REPLICA.optional(args.cores_per_replica)
+    slo_ms, nodes, kind = _slo(args.slo_p99_ms), _nodes(args.nodes), parse_kind(args.workload_kind)
     output = args.output or "text"
     if output not in OUTPUTS:
         raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
@@ -112,20 +136,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if target is None:
         assert sized is not None
         if output == "yaml":
-            print(memory_manifest(sized, gateway_of_run(run_dir, summary), summary.run_id), end="")
+            print(memory_manifest(sized, gateway_of_run(run_dir, summary, kind), summary.run_id), end="")
         else:
             print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
         return 0
-    series = require_fit(summary, args.profile or None, scenario_encoding(run_dir))
-    rec = recommend(series, target, headroom, memory_bytes=sized.memory_bytes if sized else None)
-    plan = plan_replicas(rec, summary.threshold, cores, summary)
-    if output == "yaml":
-        print(envoy_manifests(plan, gateway_of_run(run_dir, summary), summary.run_id, sized), end="")
-    else:
-        print(format_recommendation(rec, summary.run_id))
-        print("\n".join(format_replicas(plan)))
-        if sized is not None:
-            print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
+    request = Request(target, headroom, cores, nodes, kind, slo_ms, args.profile or None, yaml=output == "yaml")
+    print(answer(run_dir, summary, request, scenario_encoding(run_dir), sized), end="")
+    if sized is not None and output != "yaml":
+        print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
     return 0
 
 
@@ -168,10 +186,29 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--profile", metavar="NAME", help="the traffic profile to size for (default: the run's first, e.g. plain)"
     )
     recommend.add_argument(
+        "--slo-p99-ms",
+        metavar="MS",
+        help="a p99 latency target: sized from the capacity at it where it binds before the CPU threshold "
+        "(default: the run's load.latency_slo_ms, as measured)",
+    )
+    recommend.add_argument(
+        "--workload-kind",
+        metavar="KIND",
+        help="DaemonSet (nodes, cores per pod) or Deployment (replicas, HPA, PDB); default auto: the kind the run "
+        "found, else Contour's quickstart DaemonSet",
+    )
+    recommend.add_argument(
+        "--nodes",
+        metavar="N",
+        help="a DaemonSet's nodes: cores per pod so that N - 1 of them carry the target (default: the pods a "
+        "Kubernetes run found)",
+    )
+    recommend.add_argument(
         "--output",
         default="text",
         metavar="FORMAT",
-        help="text, or yaml: the envoy container's resources, an HPA and a PDB for kubectl apply (default text)",
+        help="text, or yaml: the envoy container's resources, with an HPA and a PDB for a Deployment, for "
+        "kubectl apply (default text)",
     )
     recommend.set_defaults(func=cmd_recommend)
 

@@ -5,12 +5,14 @@
   rate measured there (runner.report.series: its knee, or its capacity where latency broke first) with its
   interval; a limit the run did not measure is sized at the rate per core of the largest measured limit at or
   below it, and says so;
-- replicas N = ceil(R / rate(c)); N+1 keeps R with one replica lost (a node drained, a pod restarting);
-- HPA target utilization = floor(100 x threshold / (1 + headroom)) percent of the CPU request (requests equal
-  limits): the knee is where utilization reaches the threshold (0.90), so a pod held at the target serves at
-  most rate(c) / (1 + headroom) if its CPU grew in proportion to RPS. Envoy's CPU per request falls as load
-  rises, so it reaches the target earlier; where the run measured that limit, the real scale-out RPS is
-  read off its steps.
+- replicas N = ceil(R / (rate(c) x E)), with E the scale-out efficiency (runner.report.scale_out: measured, or
+  assumed 1 and said so); N+1 keeps R with one replica lost (a node drained, a pod restarting);
+- HPA target utilization = floor(100 x u / ((1 + headroom) x imbalance)) percent of the CPU request (requests
+  equal limits), u the utilization at the rate: the threshold (0.90) at a knee, by definition, or what the
+  run measured at the capacity where latency broke first. A pod held at the target serves at most
+  rate(c) / (1 + headroom) if its CPU grew in proportion to RPS; the HPA averages over the pods, and the
+  busiest runs `imbalance` times the mean. Envoy's CPU per request falls as load rises, so it reaches the
+  target earlier; where the run measured that limit, the real scale-out RPS is read off its steps.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from runner.model import RunSummary
 from runner.report import formatting as fmt
+from runner.report.scale_out import ASSUMED, ScaleOut
 from runner.report.series import Rate, Series
 from runner.report.sizing import Recommendation
 
@@ -30,14 +33,18 @@ __all__ = [
     "HPA_TOLERANCE",
     "MAX_REPLICAS_FACTOR",
     "MeasuredScaleOut",
+    "PodCount",
     "ReplicaPlan",
     "ReplicaRate",
     "choose_cores",
+    "count_pods",
     "format_replicas",
     "hpa_target_percent",
     "plan_replicas",
     "rate_at",
+    "rate_warning",
     "replicas_for",
+    "utilization_at",
 ]
 
 MAX_REPLICAS_FACTOR = 2  # HPA maxReplicas = this x minReplicas: room for twice the target load
@@ -60,7 +67,7 @@ class ReplicaPlan:
     """Envoy pods for `rec.target_rps`: N replicas of `cores_per_replica`, N+1 with one lost, and an HPA."""
 
     rec: Recommendation
-    threshold: float
+    threshold: float  # the utilization the rate stands at: the CPU threshold, or measured at the capacity
     rate: ReplicaRate
     chosen_by: str
     replicas: int
@@ -69,6 +76,7 @@ class ReplicaPlan:
     max_replicas: int
     measured: MeasuredScaleOut | None
     warnings: tuple[str, ...]
+    scale_out: ScaleOut = ASSUMED
 
     @property
     def cores_per_replica(self) -> float:
@@ -83,6 +91,11 @@ class ReplicaPlan:
     def min_replicas(self) -> int:
         """N+1: the HPA's minReplicas."""
         return self.replicas + 1
+
+    @property
+    def fleet_rate(self) -> float:
+        """What one replica adds to the fleet: its rate times the scale-out efficiency."""
+        return self.knee_per_replica * self.scale_out.efficiency
 
     @property
     def rps_per_pod_at_target(self) -> float:
@@ -119,17 +132,26 @@ def replicas_for(required_rps: float, knee_rps: float) -> int:
     return max(1, math.ceil(round(required_rps / knee_rps, 9)))
 
 
-def hpa_target_percent(threshold: float, headroom: float) -> int:
-    """floor(100 x threshold / (1 + headroom)): 0.9 and 0.3 -> 69."""
-    return max(1, math.floor(round(100 * threshold / (1 + headroom), 9)))
+def hpa_target_percent(threshold: float, headroom: float, imbalance: float = 1.0) -> int:
+    """floor(100 x threshold / ((1 + headroom) x imbalance)): 0.9 and 0.3 -> 69."""
+    return max(1, math.floor(round(100 * threshold / ((1 + headroom) * imbalance), 9)))
 
 
-def choose_cores(series: Series, required_rps: float) -> float:
+def choose_cores(series: Series, required_rps: float, efficiency: float = 1.0) -> float:
     """The measured CPU limit that runs the fewest cores at N+1 for `required_rps` (fewer replicas on a tie)."""
     return min(
         (r.cores for r in series.rates),
-        key=lambda c: (round((replicas_for(required_rps, rate_at(series, c).rps) + 1) * c, 9), -c),
+        key=lambda c: (round((replicas_for(required_rps, rate_at(series, c).rps * efficiency) + 1) * c, 9), -c),
     )
+
+
+def utilization_at(rate: Rate) -> float | None:
+    """The utilization the run measured at a rate of its configuration, interpolated between its windows by RPS
+    Envoy served; None outside them."""
+    steps = sorted((s.envoy_rps, s.cpu_utilization_mean) for s in rate.config.steps if s.envoy_rps > 0)
+    if len(steps) < 2 or not steps[0][0] <= rate.rps <= steps[-1][0]:
+        return None
+    return float(np.interp(rate.rps, [s[0] for s in steps], [s[1] for s in steps]))
 
 
 def _measured(rate: ReplicaRate, rps_per_pod: float, target: float) -> MeasuredScaleOut | None:
@@ -151,7 +173,8 @@ def _measured(rate: ReplicaRate, rps_per_pod: float, target: float) -> MeasuredS
     return MeasuredScaleOut(config.label, rps_per_pod, float(np.interp(rps_per_pod, rps, utilization)), scale_out)
 
 
-def _rate_warning(series: Series, rate: ReplicaRate) -> str | None:
+def rate_warning(series: Series, rate: ReplicaRate) -> str | None:
+    """What a per-pod rate the run did not measure rests on, and the sweep that would measure it."""
     if rate.measured:
         return None
     high = series.largest.cores
@@ -166,39 +189,63 @@ def _rate_warning(series: Series, rate: ReplicaRate) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class PodCount:
+    """N pods of one CPU limit for a required knee: the rate one pod serves there, why that limit, N, and N's
+    range over the rate's and the scale-out efficiency's intervals."""
+
+    rate: ReplicaRate
+    chosen_by: str
+    count: int
+    interval: tuple[int, int] | None
+
+
+def count_pods(rec: Recommendation, cores_per_pod: float | None, scale_out: ScaleOut) -> PodCount:
+    """N = ceil(R / (rate x E)) at `cores_per_pod` (None: the measured limit that runs the fewest cores at N+1)."""
+    series, required = rec.series, rec.required_rps
+    if cores_per_pod is None:
+        cores = choose_cores(series, required, scale_out.efficiency)
+        chosen_by = "the measured limit that runs the fewest cores at N+1"
+    else:
+        cores, chosen_by = cores_per_pod, "--cores-per-replica"
+    rate = rate_at(series, cores)
+    interval = None
+    if rate.interval is not None or scale_out.interval is not None:
+        low_rate, high_rate = rate.interval or (rate.rps, rate.rps)
+        low_e, high_e = scale_out.bounds()
+        interval = (replicas_for(required, high_rate * high_e), replicas_for(required, low_rate * low_e))
+    return PodCount(rate, chosen_by, replicas_for(required, rate.rps * scale_out.efficiency), interval)
+
+
 def plan_replicas(
     rec: Recommendation,
     threshold: float,
     cores_per_replica: float | None = None,
     summary: RunSummary | None = None,
+    scale_out: ScaleOut = ASSUMED,
 ) -> ReplicaPlan:
     """Replicas, N+1 and the HPA target for `rec` (its target and headroom); `cores_per_replica` None chooses
     a measured limit. `summary` is the CLI's run; the series in `rec` already carries its configurations."""
     series = rec.series
-    if cores_per_replica is None:
-        cores = choose_cores(series, rec.required_rps)
-        chosen_by = "the measured limit that runs the fewest cores at N+1"
-    else:
-        cores, chosen_by = cores_per_replica, "--cores-per-replica"
-    rate = rate_at(series, cores)
-    replicas = replicas_for(rec.required_rps, rate.rps)
-    replicas_interval = None
-    if rate.interval is not None:
-        low_rate, high_rate = rate.interval
-        replicas_interval = (replicas_for(rec.required_rps, high_rate), replicas_for(rec.required_rps, low_rate))
-    warnings = [w for w in (_rate_warning(series, rate),) if w]
+    pods = count_pods(rec, cores_per_replica, scale_out)
+    rate, chosen_by, replicas, replicas_interval = pods.rate, pods.chosen_by, pods.count, pods.interval
+    warnings = [w for w in (rate_warning(series, rate),) if w]
     if rec.memory_bytes is not None and rate.rps > series.peak_rps:
         warnings.append(
             f"memory measured up to {fmt.rps(series.peak_rps)} RPS only, below the {fmt.rps(rate.rps)} RPS a replica "
             "may serve; watch Envoy's working set at that load"
         )
     if rate.basis.source == "capacity":
-        warnings.append(
-            f"latency broke below the {threshold:.0%} CPU threshold at {fmt.cpu(rate.basis.cores)}: an HPA on CPU "
-            "utilization scales out later than the capacity needs there; set its target from the utilization measured "
-            "at the capacity, not from the knee"
-        )
-    target_pct = hpa_target_percent(threshold, rec.headroom)
+        at_capacity = utilization_at(rate.basis)
+        if at_capacity is not None and at_capacity < threshold:
+            threshold = at_capacity
+        else:
+            warnings.append(
+                f"latency broke below the {threshold:.0%} CPU threshold at {fmt.cpu(rate.basis.cores)}, at a "
+                "utilization the run's windows do not place: an HPA on the knee's utilization may scale out later "
+                "than the capacity needs"
+            )
+    target_pct = hpa_target_percent(threshold, rec.headroom, scale_out.imbalance)
     measured = _measured(rate, rate.rps * target_pct / 100 / threshold, target_pct / 100)
     return ReplicaPlan(
         rec=rec,
@@ -211,11 +258,25 @@ def plan_replicas(
         max_replicas=MAX_REPLICAS_FACTOR * (replicas + 1),
         measured=measured,
         warnings=tuple(warnings),
+        scale_out=scale_out,
     )
 
 
 def _cores_total(replicas: int, cores: float) -> str:
     return f"{replicas} x {fmt.cpu(cores)} = {replicas * cores:.2f} cores"
+
+
+def _per(plan: ReplicaPlan) -> str:
+    """The rate one replica adds in a formula: "1,804", or "(1,804 x 0.86)" with a scale-out efficiency."""
+    efficiency = plan.scale_out.efficiency
+    knee = fmt.rps(plan.knee_per_replica)
+    return knee if efficiency == 1 else f"({knee} x {efficiency:.2f})"
+
+
+def _hpa_formula(plan: ReplicaPlan) -> str:
+    imbalance, headroom = plan.scale_out.imbalance, f"(1 + {plan.rec.headroom:g})"
+    under = headroom if imbalance == 1 else f"({headroom} x {imbalance:.2f} imbalance)"
+    return f"floor(100 x {plan.threshold:.3g} / {under})"
 
 
 def format_replicas(plan: ReplicaPlan) -> list[str]:
@@ -229,18 +290,23 @@ def format_replicas(plan: ReplicaPlan) -> list[str]:
         low, high = plan.replicas_interval
         spread = f"; {low}-{high} within its interval" if low != high else ""
     threshold, target, headroom = fmt.percent(plan.threshold), plan.hpa_target_pct, rec.headroom
+    at = (
+        f"the knee is {threshold} by definition"
+        if rate.basis.source == "knee"
+        else f"the capacity ran at {threshold} (measured)"
+    )
     lines = [
         f"Replicas (the knee is per Envoy pod; {fmt.cpu(cores)} CPU per replica: {plan.chosen_by}):",
         f"  per replica: {fmt.rps(knee)} RPS at {fmt.cpu(cores)} ({how}{knee_range}); "
         f"resources {{cpu: {fmt.cpu(cores)}, memory: {rec.memory}}}",
-        f"  replicas:    {_cores_total(plan.replicas, cores)}: ceil({fmt.rps(rec.required_rps)} / {fmt.rps(knee)}) = "
+        f"  scale-out:   {plan.scale_out.text}",
+        f"  replicas:    {_cores_total(plan.replicas, cores)}: ceil({fmt.rps(rec.required_rps)} / {_per(plan)}) = "
         f"{plan.replicas}{spread}",
         f"  N+1:         {_cores_total(plan.min_replicas, cores)}: with one replica lost, the other {plan.replicas} "
-        f"carry {fmt.rps(plan.replicas * knee)} knee RPS >= {fmt.rps(rec.required_rps)}",
-        f"  HPA target:  {target}% CPU utilization = floor(100 x {plan.threshold:g} / (1 + {headroom:g})) "
-        f"of the request (= the limit); the knee is {threshold} by definition,",
-        f"               so a pod held at {target}% serves <= {target}/{100 * plan.threshold:g} x {fmt.rps(knee)} = "
-        f"{fmt.rps(plan.rps_per_pod_at_target)} RPS (~ knee / {1 + headroom:g}) if its CPU "
+        f"carry {fmt.rps(plan.replicas * plan.fleet_rate)} knee RPS >= {fmt.rps(rec.required_rps)}",
+        f"  HPA target:  {target}% CPU utilization = {_hpa_formula(plan)} of the request (= the limit); {at},",
+        f"               so a pod held at {target}% serves <= {target}/{100 * plan.threshold:.3g} x {fmt.rps(knee)} = "
+        f"{fmt.rps(plan.rps_per_pod_at_target)} RPS (~ {rate.basis.source} / {1 + headroom:g}) if its CPU "
         "grows in proportion to RPS",
     ]
     if plan.measured is not None:
@@ -258,7 +324,7 @@ def format_replicas(plan: ReplicaPlan) -> list[str]:
     tolerance = plan.hpa_target_pct * (1 + HPA_TOLERANCE)
     lines += [
         f"               the HPA acts beyond its {HPA_TOLERANCE:.0%} tolerance ({tolerance:.0f}%), still below "
-        f"the knee's {threshold}",
+        f"the {rate.basis.source}'s {threshold}",
         f"  HPA range:   min {plan.min_replicas} (N+1), max {plan.max_replicas} ({MAX_REPLICAS_FACTOR} x min): "
         f"{fmt.rps(plan.max_replicas * plan.rps_per_pod_at_target)} RPS at the target utilization",
     ]

@@ -62,6 +62,41 @@ def test_recommend_rejects_nonsense_in_one_line(tmp_path: Path):
     one_line(run_sizer("recommend", "--target-rps", "100", "--headroom", "-1", "--run", run), "--headroom")
 
 
+def test_recommend_rejects_a_latency_target_shape_or_node_count_that_means_nothing_in_one_line(tmp_path: Path):
+    run = str(copy_run(tmp_path))
+    base = ("recommend", "--target-rps=5000", "--run", run)
+    one_line(run_sizer(*base, "--slo-p99-ms=abc"), "--slo-p99-ms must be a number, got 'abc'", "--slo-p99-ms 50")
+    one_line(run_sizer(*base, "--slo-p99-ms=0"), "--slo-p99-ms must be a positive number of milliseconds, got 0")
+    one_line(run_sizer(*base, "--slo-p99-ms=-5"), "--slo-p99-ms must be a positive number of milliseconds, got -5")
+    one_line(run_sizer(*base, "--slo-p99-ms=inf"), "--slo-p99-ms must be a finite number")
+    one_line(run_sizer(*base, "--workload-kind=statefulset"), "--workload-kind must be DaemonSet, Deployment or auto")
+    one_line(run_sizer(*base, "--nodes=0"), "--nodes must be at least 1, got 0")
+    one_line(run_sizer(*base, "--nodes=2.5"), "--nodes must be a whole number of nodes, got '2.5'")
+    one_line(run_sizer(*base, "--nodes=3", "--workload-kind=Deployment"), "--nodes sizes a DaemonSet's pods")
+    one_line(run_sizer(*base, "--slo-p99-ms=1"), "no window at any measured limit served p99 <= 1 ms",
+             "150m: the lowest p99 there was 3 ms at 150 RPS")  # fmt: skip
+
+
+def test_recommend_at_a_latency_target_says_where_it_bound_and_sizes_from_it(tmp_path: Path):
+    """The fixture's windows at 300m read p99 63 ms at 1,676 RPS, below its knee (1,804): at 50 ms latency binds
+    first there and sizes the answer; at 150m it does not (46 ms at 730 RPS, past its knee of 524)."""
+    run = str(copy_run(tmp_path))
+    base = ("recommend", "--target-rps=5000", "--run", run, "--workload-kind=Deployment")
+    result = run_sizer(*base, "--slo-p99-ms=50")
+    assert result.returncode == 0, result.stderr
+    assert "Latency: p99 <= 50 ms (--slo-p99-ms):" in result.stdout
+    assert "  at 150m: did not bind: served within it up to 730 RPS, the most measured, past the knee 524" in (
+        result.stdout
+    )
+    assert "  at 300m: bound before the 90% CPU threshold: capacity 1,250 RPS (broke at 1,676: p99 63 ms" in (
+        result.stdout
+    )
+    assert "per replica: 1,250 RPS at 300m (capacity, measured" in result.stdout
+    without = run_sizer(*base)
+    assert "Latency: p99 <= 250 ms (the run's load.latency_slo_ms; --slo-p99-ms sizes for another):" in without.stdout
+    assert "per replica: 1,804 RPS at 300m (knee, measured" in without.stdout
+
+
 def test_recommend_needs_a_valid_knee(tmp_path: Path):
     one = fixture_summary()
     one.configs[1].status, one.configs[1].reason = "invalid", "add Locust workers: generator at 97% CPU"

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.report.manifests import Gateway, envoy_manifests, gateway_of_run
+from runner.model import EnvoyWorkload
+from runner.report.manifests import envoy_manifests
 from runner.report.replicas import hpa_target_percent, plan_replicas, replicas_for
 from runner.report.series import require_series
+from runner.report.shape import Gateway, gateway_of_run
 from runner.report.sizing import recommend
+from runner.results import load_summary
 from support.processes import run_sizer
 from support.report_data import FIXTURE_RUN, THREE_LIMITS_RUN, copy_run, fixture_summary
 
@@ -42,6 +45,7 @@ def test_replicas_n_plus_one_and_hpa_target_match_a_hand_computation(tmp_path: P
     run_dir = tmp_path / "run"
     shutil.copytree(run, run_dir)
     args = ["recommend", f"--target-rps={target}", f"--headroom={headroom}", "--run", str(run_dir)]
+    args.append("--workload-kind=Deployment")  # a local run is Contour's quickstart, a DaemonSet, unless told
     text = run_sizer(*args)
     assert text.returncode == 0, text.stderr
     cpu = f"{round(hand['cores'] * 1000)}m"
@@ -97,17 +101,40 @@ def test_cores_per_replica_the_run_did_not_measure_are_sized_at_a_measured_rate_
     assert small.replicas == math.ceil(6500 / (524.2586 / 0.15 * 0.05)) and "not measured" in small.warnings[0]
 
 
-def _kubernetes_run(tmp_path: Path, workload: dict) -> Path:
-    run_dir = copy_run(tmp_path, fixture_summary().model_copy(update={"platform": "kubernetes"}))
+def _kubernetes_run(tmp_path: Path, workload: dict, found: EnvoyWorkload | None = None) -> Path:
+    summary = fixture_summary()
+    environment = summary.environment.model_copy(update={"envoy_workload": found})
+    run_dir = copy_run(tmp_path, summary.model_copy(update={"platform": "kubernetes", "environment": environment}))
     scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text())
     scenario["envoy"]["workload"] = workload
     (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario))
     return run_dir
 
 
+AUTO = {"namespace": "edge", "name": "gw", "container": "proxy", "kind": "auto"}
+
+
+def test_auto_is_the_kind_the_run_found_and_never_turns_a_daemonset_into_a_deployment(tmp_path: Path):
+    daemonset = EnvoyWorkload(kind="DaemonSet", namespace="edge", name="gw", container="proxy",
+                              selector={"app.kubernetes.io/name": "gw"}, pods=3)  # fmt: skip
+    found = gateway_of_run(_kubernetes_run(tmp_path / "a", AUTO, daemonset), load_summary(tmp_path / "a" / "run"))
+    assert (found.kind, found.kind_source, found.assumed, found.pods) == ("DaemonSet", "as the run found it", False, 3)
+    assert found.labels == {"app.kubernetes.io/name": "gw"}  # the selector as found, not a guess from the name
+    unrecorded = _kubernetes_run(tmp_path / "b", AUTO)  # a run from before the kind was recorded
+    gw = gateway_of_run(unrecorded, load_summary(unrecorded))
+    assert gw.kind == "DaemonSet" and gw.assumed and "assumed" in gw.kind_source  # until 2026-11: Deployment
+    out = run_sizer("recommend", "--target-rps=5000", "--output=yaml", "--run", str(unrecorded))
+    assert [d["kind"] for d in yaml.safe_load_all(out.stdout)] == ["DaemonSet"], out.stderr
+    assert "--workload-kind Deployment for a Deployment install" in out.stdout
+    told = gateway_of_run(unrecorded, load_summary(unrecorded), "Deployment")
+    assert (told.kind, told.kind_source, told.assumed) == ("Deployment", "from --workload-kind", False)
+
+
 def test_a_kubernetes_run_names_its_own_gateway(tmp_path: Path):
-    run_dir = _kubernetes_run(tmp_path, {"namespace": "edge", "name": "gw", "container": "proxy", "kind": "auto"})
-    gw = gateway_of_run(run_dir, fixture_summary().model_copy(update={"platform": "kubernetes"}))
+    deployment = EnvoyWorkload(kind="Deployment", namespace="edge", name="gw", container="proxy",
+                               selector={"app": "gw"}, pods=2)  # fmt: skip
+    run_dir = _kubernetes_run(tmp_path, AUTO, deployment)
+    gw = gateway_of_run(run_dir, load_summary(run_dir))
     assert (gw.namespace, gw.name, gw.container, gw.kind) == ("edge", "gw", "proxy", "Deployment")
     out = run_sizer("recommend", "--target-rps=5000", "--output=yaml", "--run", str(run_dir))
     patch, hpa, pdb = yaml.safe_load_all(out.stdout)
@@ -122,11 +149,14 @@ def test_a_daemonset_gets_its_resources_and_why_there_is_no_hpa(tmp_path: Path):
     out = run_sizer("recommend", "--target-rps=5000", "--output=yaml", "--run", str(run_dir))
     docs = list(yaml.safe_load_all(out.stdout))
     assert [d["kind"] for d in docs] == ["DaemonSet"]
-    assert "an HPA cannot scale" in out.stdout and "at least 5 nodes (N+1)" in out.stdout
+    assert "an HPA cannot scale" in out.stdout and "run it on N+1 = 5 nodes" in out.stdout
 
 
 def test_local_runs_use_contours_defaults():
     gw = gateway_of_run(FIXTURE_RUN, fixture_summary())
-    assert gw == Gateway()
-    text = envoy_manifests(plan_replicas(recommend(require_series(fixture_summary()), 5000), 0.9), gw, "r")
+    assert gw == Gateway() and gw.kind == "DaemonSet"
+    plan = plan_replicas(recommend(require_series(fixture_summary()), 5000), 0.9)
+    with pytest.raises(ValueError, match="a ReplicaPlan does not size a DaemonSet"):
+        envoy_manifests(plan, gw, "r")
+    text = envoy_manifests(plan, gw.model_copy(update={"kind": "Deployment"}), "r")
     assert text.startswith("# gateway-sizer recommend: Envoy for 5,000 RPS with 30% headroom, run r\n")

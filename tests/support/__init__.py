@@ -13,5 +13,6 @@ test says `from support.steps import make_step`; nothing edits sys.path.
 - lean_client, lean_driver: real servers for the lean client, and the gevent child that runs it
 - chromium: headless Chromium over the DevTools protocol
 - apiserver, k8s: a real kube-apiserver and etcd, and the objects and scenarios its tests build
+- kubeconform: strict validation of the manifests the product writes, against the cluster's schemas
 - cluster: the one-machine cluster (make targets, the CLI in the background, a run's live state) and k8s/'s scripts
 """

@@ -1,0 +1,110 @@
+"""Envoy's worker threads (`--concurrency`) in `recommend`: the count the figures hold for, and what to set.
+
+The sweep ran Envoy with the scenario's envoy.concurrency: `auto`, one worker thread per started core of the
+CPU limit (runner.scenario.EnvoySpec.concurrency_for); a number; or `default`, Envoy's own, one per CPU of the
+node (a provisioned gateway, whose args the run cannot set). Production Envoy without the flag runs one worker
+per CPU of its node, 16 on a 16-core node, whatever its CPU limit: that is not what was measured, and under a
+CFS quota of a few cores 16 workers contend for it (routercap found capacity follows the workers, not only the
+limit). So `recommend` names the flag with the count for the CPU it recommends, by the run's own rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from runner.model import RunSummary
+from runner.report import formatting as fmt
+from runner.report.series import Rate
+from runner.scenario import Scenario
+
+__all__ = ["Threads", "threads_for"]
+
+Rule = Literal["auto", "fixed", "default"]
+
+
+@dataclass(frozen=True)
+class Threads:
+    """The worker threads of the configuration that sizes the answer (`measured` at `measured_cores`; 0: Envoy's
+    default), the run's rule, and the count for `cores` per pod by that rule (None: Envoy's default on nodes of
+    an unknown CPU count)."""
+
+    measured: int
+    measured_cores: float
+    rule: Rule
+    cores: float
+    node_cpus: int | None = None
+
+    @property
+    def production(self) -> int | None:
+        if self.rule == "auto":
+            return max(1, math.ceil(round(self.cores, 9)))
+        if self.rule == "fixed":
+            return self.measured
+        return self.node_cpus
+
+    @property
+    def flag(self) -> str:
+        """ "--concurrency 2", or Envoy's default when that is what was measured and the count is unknown."""
+        count = self.production
+        return f"--concurrency {count}" if count else "no --concurrency (Envoy's default: one per node CPU)"
+
+    @property
+    def measured_text(self) -> str:
+        """ "--concurrency 1 at 300m (one worker thread per started core of the limit: envoy.concurrency auto)" """
+        where = fmt.cpu(self.measured_cores)
+        if self.rule == "default" or self.measured == 0:
+            nodes = f" ({self.node_cpus} on the run's nodes)" if self.node_cpus else ""
+            return f"Envoy's default worker threads, one per node CPU{nodes}, at {where}"
+        why = {"auto": "one per started core of the limit: envoy.concurrency auto", "fixed": "envoy.concurrency"}
+        return f"--concurrency {self.measured} at {where} ({why[self.rule]})"
+
+    def lines(self) -> list[str]:
+        """What `recommend` prints: what the figures hold for and what to set, with the caveat that applies."""
+        lines = [f"Threads: the figures hold for Envoy with {self.measured_text}."]
+        count = self.production
+        if count is None:
+            lines.append(
+                "  set --concurrency to the CPU count of the nodes the run measured on: the run did not record it"
+            )
+            return lines
+        same = count == self.measured and math.isclose(self.cores, self.measured_cores)
+        held = "as measured" if same else f"the run's rule for {fmt.cpu(self.cores)}"
+        lines.append(
+            f"  set {self.flag} in the envoy container's args for {fmt.cpu(self.cores)} per pod ({held}); without it "
+            "Envoy runs one worker per CPU of its node, more threads than its limit's cores: not what was measured"
+        )
+        if count != self.measured and self.measured:
+            lines.append(
+                f"  {count} threads at {fmt.cpu(self.cores)} were not measured ({self.measured} at "
+                f"{fmt.cpu(self.measured_cores)}): confirm with make sweep ENVOY_CPUS={self.cores:g}"
+            )
+        return lines
+
+
+def _rule(summary: RunSummary, scenario: Scenario | None) -> Rule:
+    """The run's envoy.concurrency; inferred from its configurations when its scenario is unreadable."""
+    if scenario is not None:
+        setting = scenario.envoy.concurrency
+        return "auto" if setting == "auto" else "default" if setting == "default" else "fixed"
+    envoys = [c.envoy for c in summary.configs]
+    if any(e.concurrency == 0 for e in envoys):
+        return "default"
+    auto = all(e.concurrency == max(1, math.ceil(round(e.cpu_cores, 9))) for e in envoys)
+    return "auto" if auto else "fixed"
+
+
+def _node_cpus(summary: RunSummary) -> int | None:
+    """The CPU count of the run's nodes when they all have the same (Kubernetes); None otherwise."""
+    counts = {node.cpu for node in summary.environment.nodes}
+    if len(counts) != 1:
+        return None
+    (cpu,) = counts
+    return int(cpu) if cpu is not None and cpu.isdigit() else None
+
+
+def threads_for(basis: Rate, cores: float, summary: RunSummary, scenario: Scenario | None) -> Threads:
+    """The threads of the configuration `basis` stands on, and the count for `cores` per pod."""
+    envoy = basis.config.envoy
+    return Threads(envoy.concurrency, envoy.cpu_cores, _rule(summary, scenario), cores, _node_cpus(summary))
