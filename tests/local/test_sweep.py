@@ -110,8 +110,8 @@ def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: fl
     capacity = config.capacity
     assert capacity is not None, config.search
     served = [s for s in config.steps if s.target_rps == capacity.rps]
-    # served in at least one window; another at that rate may have broken below the knee (a transient, as
-    # find_capacity judges it: the control window is measured at one rate in every round and can dip by chance)
+    # served in at least one window; another at that rate may have broken (a transient, as runner.capacity
+    # judges it: the control window is measured at one rate in every round and can dip by chance)
     assert served and any(s.rps >= 0.98 * capacity.rps and (s.p99_ms or 0) <= slo_ms for s in served), served
     if capacity.broken_at is None:
         assert config.search is not None and "capacity not reached" in config.search, config.search
