@@ -180,7 +180,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     recommend.add_argument(
         "--cores-per-replica",
         metavar="CORES",
-        help="Envoy CPU per replica, 0.01-64 (default: the measured limit that runs the fewest cores at N+1)",
+        help="Envoy CPU per pod (a replica, or a DaemonSet's pod on N+1 nodes), 0.01-64 (default: the measured "
+        "limit that runs the fewest cores at N+1)",
     )
     recommend.add_argument(
         "--profile", metavar="NAME", help="the traffic profile to size for (default: the run's first, e.g. plain)"
