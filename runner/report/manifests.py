@@ -124,10 +124,14 @@ def memory_manifest(memory: MemoryRecommendation, gw: Gateway, run_id: str) -> s
 def _threads_lines(threads: Threads | None) -> list[str]:
     if threads is None:
         return []
+    setting = (
+        f"set {threads.flag} in the envoy container's args for {format_cpu(threads.cores)} per pod"
+        if threads.production is not None
+        else "set --concurrency to the CPU count of the nodes the run measured on (it did not record it)"
+    )
     return [
         f"threads: the figures hold for Envoy with {threads.measured_text}",
-        f"  set {threads.flag} in the envoy container's args for {format_cpu(threads.cores)} per pod (not set here: "
-        "a server-side apply would replace the whole args list)",
+        f"  {setting} (not set here: a server-side apply would replace the whole args list)",
     ]
 
 

@@ -46,9 +46,8 @@ class Threads:
 
     @property
     def flag(self) -> str:
-        """ "--concurrency 2", or Envoy's default when that is what was measured and the count is unknown."""
-        count = self.production
-        return f"--concurrency {count}" if count else "no --concurrency (Envoy's default: one per node CPU)"
+        """ "--concurrency 2" ("--concurrency N" when the count is unknown: Envoy's default on unknown nodes)."""
+        return f"--concurrency {self.production or 'N'}"
 
     @property
     def measured_text(self) -> str:
