@@ -19,6 +19,7 @@ Unset, a check is off (Locust started by hand). Load this file next to the locus
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -68,13 +69,29 @@ def refusal(url: object, allowed: Sequence[Origin]) -> str:
     return f"refused: this Locust sends load only to its gateway-sizer run's targets ({targets}), not to {url!r}"
 
 
+def _json_body() -> object:
+    """The request's body parsed as JSON whatever its Content-Type, as Locust's `/user` parses it
+    (`json.loads(request.data)`); None when it is not JSON (then no route acts on it)."""
+    try:
+        return json.loads(request.get_data(cache=True))
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too)
+        return None
+
+
 def _requested_urls() -> list[object]:
     """The targets a POST names: /swarm's form field `host`; a JSON body's `url` (the gateway-sizer routes) and
-    `host` (Locust's /user, a user class's settings)."""
+    `host` (Locust's /user, a user class's settings), read whatever the body's Content-Type says."""
     if request.path == "/swarm":
         return [host] if (host := request.form.get("host")) else []
-    body = request.get_json(silent=True)
+    body = _json_body()
     return [body[key] for key in ("url", "host") if key in body] if isinstance(body, dict) else []
+
+
+def _holds_token(token: str) -> bool:
+    """Whether the request carries `token`, compared in constant time as bytes (a header with any character,
+    non-ASCII included, is a plain mismatch)."""
+    given = request.headers.get(TOKEN_HEADER, "")
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass"))
 
 
 def _guard_master(web_ui: Any, allowed: Sequence[Origin], token: str | None) -> None:
@@ -82,7 +99,7 @@ def _guard_master(web_ui: Any, allowed: Sequence[Origin], token: str | None) -> 
     def _check() -> tuple[dict[str, Any], int] | None:
         if request.method in READING:
             return None
-        if token is not None and not hmac.compare_digest(request.headers.get(TOKEN_HEADER, ""), token):
+        if token is not None and not _holds_token(token):
             message = f"refused: this Locust takes commands from its gateway-sizer run only ({TOKEN_HEADER})"
             return {"success": False, "message": message}, 403
         for url in _requested_urls():

@@ -380,7 +380,8 @@ kubectl_ apply -k "$HERE/overlays/prometheus" >&2
 phase "test bed chart (gateway-loadtest) and runner RBAC"
 "$HELM" upgrade --install gateway-loadtest "$REPO/charts/gateway-loadtest" --kubeconfig "$ADMIN_KUBECONFIG" \
     --namespace gateway-loadtest --create-namespace -f "$HERE/values-local.yaml" >&2
-kubectl_ apply -k "$K8S_DIR/manifests/rbac" >&2
+kubectl_ apply -k "$K8S_DIR/manifests/rbac" >&2              # classic install
+kubectl_ apply -k "$K8S_DIR/manifests/rbac/gateway-api" >&2  # Gateway API install
 kubectl_ apply -f "$HERE/manifests/gateway-sizer-defaults.yaml" >&2
 
 # Every image the cluster runs must be one this script imported (imagePullPolicy Never would stall).

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import pytest
-import yaml
-from kubernetes import client, utils
+from kubernetes import client
 
 from runner import environment
 from runner.errors import UsageError
-from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads as wl
 from runner.platforms.kubernetes.connection import call, connect
 from runner.platforms.kubernetes.lease import GatewayLease, lease_name
@@ -20,9 +18,9 @@ from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.kubernetes.tls import GatewayTls, object_name
 from runner.scenario import WorkloadRef, parse_scenario
 from support.k8s import create, kubeconfig_for_token, locust_spec, service_account_token, workload
+from support.rbac import CLASSIC, GATEWAY_API, create_all, rendered
 
 pytestmark = pytest.mark.kubernetes
-RBAC = PROJECT_ROOT / "k8s" / "manifests" / "rbac"
 TESTBED_PROXY = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HTTPProxy", "metadata": {"name": "nginx"},
                  "spec": {"virtualhost": {"fqdn": "external.nginx"},
                           "routes": [{"services": [{"name": "nginx", "port": 80}]}]}}  # fmt: skip
@@ -31,14 +29,10 @@ TESTBED_PROXY = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HTTPProxy", "metad
 @pytest.fixture(scope="module")
 def runner_account(admin, apiserver, tmp_path_factory):
     """Connected as the gateway-sizer ServiceAccount, with the project's RBAC applied."""
-    docs = [
-        d
-        for f in sorted(RBAC.glob("*.yaml"))
-        if f.name != "kustomization.yaml"
-        for d in yaml.safe_load_all(f.read_text())
-        if d and d["kind"] != "Namespace"
-    ]
-    utils.create_from_yaml(admin.api, yaml_objects=docs)
+    # both install modes, as the one-machine cluster applies them
+    docs = [d for d in rendered(CLASSIC) + rendered(GATEWAY_API) if d["kind"] != "Namespace"]
+    docs = [d for i, d in enumerate(docs) if d not in docs[:i]]
+    create_all(admin, docs)
     create(admin, workload("DaemonSet", "projectcontour", "envoy", {"envoy": {}}))
     create(admin, workload("Deployment", "projectcontour", "contour", {"contour": {}}))
     create(admin, workload("Deployment", "gateway-loadtest", "nginx", {"nginx": {}}))

@@ -99,6 +99,13 @@ def test_the_master_takes_commands_with_the_runs_token_only_and_sends_nowhere_el
         fetch(runner, LoadTarget(foreign.url, "external.nginx", "/"))
     with pytest.raises(LoadGeneratorError, match="HTTP 403 refused"):
         fetch(stranger, LoadTarget(target.url, "external.nginx", "/"))
+    # Locust's /user parses its body as JSON whatever the Content-Type says: so does the guard
+    plain = requests.post(url + "/user", data=f'{{"user_class_name": "LeanGatewayUser", "host": "{foreign.url}"}}',
+                          headers={TOKEN_HEADER: TOKEN, "Content-Type": "text/plain"}, timeout=5)  # fmt: skip
+    assert plain.status_code == 403, plain.text
+    # a token header with a character outside ASCII is refused like any other wrong token, not a server error
+    odd = requests.post(url + "/stop", headers={TOKEN_HEADER: "jeton-é"}, timeout=5)
+    assert odd.status_code == 403, odd.text
     assert runner.stats()["state"] == "ready" and foreign.connections() == 0 and target.connections() == 0
     # every call of the run's client carries the token, the platform's checks through the master too
     assert fetch(runner, LoadTarget(target.url, "external.nginx", "/")).status == 200

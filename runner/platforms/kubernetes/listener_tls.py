@@ -3,8 +3,10 @@ an HTTPS listener on the Gateway, its Secret and an HTTPRoute, made by the run a
 
 A Gateway terminates TLS on an HTTPS listener whose `tls.certificateRefs` name a `kubernetes.io/tls` Secret. For
 each key type the TLS profiles use, the run adds the listener `gateway-sizer-<key type>` (port 443, hostname
-`tls.<host>` or `tls-ecdsa.<host>` as on an HTTPProxy install, tls.py) with a Secret of its own in the
-Gateway's namespace (a certificate for that hostname, runner/certificates.py), and an HTTPRoute attached to that
+`tls.<host>` or `tls-ecdsa.<host>` as on an HTTPProxy install, tls.py) with a Secret of its own in the run's
+namespace (kubernetes.namespace; a certificate for that hostname, runner/certificates.py), which the listener names
+across namespaces through the ReferenceGrant of k8s/manifests/rbac/gateway-api (so the runner creates and deletes
+no Secret beside the provisioner's in the Gateway's namespace), and an HTTPRoute attached to that
 listener that sends the hostname to the backend. The provisioner reconciles the changed Gateway (its Envoy
 Service gains port 443). The listeners are recorded in the ContourDeployment's record (provisioned.Parameters)
 before the patch that adds them and removed by undo and restore; the Secrets and routes are recorded as created
@@ -59,27 +61,27 @@ class ListenerTls:
         raise PlatformError(f"the run has no record of Gateway {ref.namespace}/{ref.name} (not claimed yet)")
 
     def create(self, cluster: Cluster) -> None:
-        """For each key type: the Secret in the Gateway's namespace, the HTTPS listener, the HTTPRoute; each
-        recorded before it is made."""
+        """For each key type: the Secret in the run's namespace, the HTTPS listener naming it, the HTTPRoute;
+        each recorded before it is made."""
         if not self.keys:
             return
         parameters = self._parameters()
         labels = run_labels(COMPONENT, self.run_id, self.gateway)
+        namespace = self.scenario.kubernetes.namespace  # the run's own, where its ReferenceGrant lets the Gateway look
         listeners: list[dict[str, Any]] = []
         for key in self.keys:
             name, fqdn = object_name(self.run_id, key), self.fqdn(key)
             certificate, private_key = pem_pair(fqdn, key)
-            self.objects.record("Secret", parameters.gateway_namespace, [name])
-            self.objects.create_secret(
-                cluster, secret_manifest(name, parameters.gateway_namespace, labels, certificate, private_key)
-            )
+            self.objects.record("Secret", namespace, [name])
+            self.objects.create_secret(cluster, secret_manifest(name, namespace, labels, certificate, private_key))
+            reference = {"kind": "Secret", "name": name, "namespace": namespace}
             listeners.append(
                 {
                     "name": listener_name(key),
                     "protocol": "HTTPS",
                     "port": HTTPS_PORT,
                     "hostname": fqdn,
-                    "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": name}]},
+                    "tls": {"mode": "Terminate", "certificateRefs": [reference]},
                     "allowedRoutes": {"namespaces": {"from": "All"}},
                 }
             )

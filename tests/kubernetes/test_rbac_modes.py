@@ -1,0 +1,103 @@
+"""Each install mode's RBAC grants what its runs do and no more (k8s/manifests/rbac for a classic install,
+k8s/manifests/rbac/gateway-api for a Gateway API one), asked of a real API server as each mode's ServiceAccount.
+The grants of the two kustomizations are given to two accounts of their own, side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from kubernetes import client
+
+from runner.platforms.kubernetes.connection import Cluster, connect
+from support.k8s import kubeconfig_for_token, service_account_token
+from support.rbac import ACCOUNT_NAMESPACE, CLASSIC, GATEWAY_API, create_all, granted_to, rendered
+
+pytestmark = pytest.mark.kubernetes
+
+Can = Callable[..., bool]  # (verb, "[group/]resource[/subresource]", namespace[, name]) -> allowed
+
+
+def _parts(resource: str) -> tuple[str, str, str]:
+    """ "apps/daemonsets" -> ("apps", "daemonsets", ""); "pods/resize" -> ("", "pods", "resize")."""
+    head, _, rest = resource.partition("/")
+    if head == "apps" or "." in head:
+        plural, _, subresource = rest.partition("/")
+        return head, plural, subresource
+    return "", head, rest
+
+
+def _asker(connection: Cluster) -> Can:
+    api = client.AuthorizationV1Api(connection.api)
+
+    def can(verb: str, resource: str, namespace: str, name: str = "") -> bool:
+        group, plural, subresource = _parts(resource)
+        attributes = client.V1ResourceAttributes(verb=verb, group=group, resource=plural, subresource=subresource,
+                                                 namespace=namespace or None, name=name or None)  # fmt: skip
+        spec = client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        review = api.create_self_subject_access_review(client.V1SelfSubjectAccessReview(spec=spec))
+        return bool(review.status.allowed)
+
+    return can
+
+
+@pytest.fixture(scope="module")
+def accounts(admin, apiserver, tmp_path_factory) -> dict[str, Can]:
+    """{"classic": can, "gateway-api": can}: each asks as an account holding one kustomization's grants."""
+    asked: dict[str, Can] = {}
+    for mode, kustomization in (("classic", CLASSIC), ("gateway-api", GATEWAY_API)):
+        account = f"sizer-{mode}"
+        admin.core.create_namespaced_service_account(ACCOUNT_NAMESPACE, {"metadata": {"name": account}})
+        create_all(admin, granted_to(rendered(kustomization), account))
+        token = service_account_token(admin, ACCOUNT_NAMESPACE, account)
+        path = kubeconfig_for_token(apiserver, token, tmp_path_factory.mktemp(mode) / "kubeconfig")
+        asked[mode] = _asker(connect(str(path)))
+    return asked
+
+
+@pytest.mark.parametrize("mode", ["classic", "gateway-api"])
+def test_both_modes_publish_a_jobs_records_again_and_close_the_master_with_a_networkpolicy(accounts, mode):
+    can = accounts[mode]
+    assert can("update", "configmaps", ACCOUNT_NAMESPACE)  # the results ConfigMap after every change
+    assert can("create", "networking.k8s.io/networkpolicies", ACCOUNT_NAMESPACE)
+    assert can("delete", "networking.k8s.io/networkpolicies", ACCOUNT_NAMESPACE)
+    assert can("create", "secrets", ACCOUNT_NAMESPACE) and can("delete", "secrets", ACCOUNT_NAMESPACE)
+    assert not can("get", "secrets", ACCOUNT_NAMESPACE)
+    assert not can("update", "configmaps", "projectcontour")
+    assert not can("create", "networking.k8s.io/networkpolicies", "projectcontour")
+
+
+def test_only_a_classic_install_resizes_pods_and_patches_envoy_and_contour(accounts):
+    classic, gateway = accounts["classic"], accounts["gateway-api"]
+    assert classic("patch", "pods/resize", "projectcontour")
+    assert classic("patch", "apps/daemonsets", "projectcontour", "envoy")
+    assert classic("patch", "apps/deployments", "projectcontour", "contour")
+    assert not gateway("patch", "pods/resize", "projectcontour")  # a provisioned Envoy is rolled out, never resized
+    assert not gateway("patch", "apps/daemonsets", "projectcontour", "envoy")
+    assert not gateway("patch", "apps/deployments", "projectcontour", "contour")
+    assert gateway("get", "apps/deployments", "projectcontour", "envoy-gateway-sizer")  # read, as both do
+
+
+def test_a_gateway_api_install_keeps_its_certificates_in_its_own_namespace(accounts, admin):
+    classic, gateway = accounts["classic"], accounts["gateway-api"]
+    assert gateway("patch", "projectcontour.io/contourdeployments", "projectcontour", "gateway-sizer")
+    assert gateway("patch", "gateway.networking.k8s.io/gateways", "projectcontour", "gateway-sizer")
+    assert gateway("list", "gateway.networking.k8s.io/gatewayclasses", "")
+    # no Secret in the Gateway's namespace: the provisioner's xDS certificates live there
+    for verb in ("create", "delete", "get", "list"):
+        assert not gateway(verb, "secrets", "projectcontour"), verb
+        assert not classic(verb, "secrets", "projectcontour"), verb
+    # the Gateway names the run's certificates in the run's namespace through a ReferenceGrant shipped with it
+    grants = admin.custom.list_namespaced_custom_object("gateway.networking.k8s.io", "v1beta1", ACCOUNT_NAMESPACE,
+                                                        "referencegrants")["items"]  # fmt: skip
+    (grant,) = [g for g in grants if g["metadata"]["name"].endswith("-sizer-gateway-api")]
+    assert grant["spec"]["from"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                      "namespace": "projectcontour"}]  # fmt: skip
+    assert grant["spec"]["to"] == [{"group": "", "kind": "Secret"}]
+
+
+def test_a_classic_install_reads_nothing_of_the_gateway_api(accounts):
+    classic = accounts["classic"]
+    assert not classic("list", "gateway.networking.k8s.io/gatewayclasses", "")
+    assert not classic("list", "gateway.networking.k8s.io/gateways", "")
+    assert not classic("patch", "projectcontour.io/contourdeployments", "projectcontour", "gateway-sizer")
