@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +14,8 @@ from runner.report.formatting import concurrency as fmt_concurrency
 from runner.scenario.options import OVERRIDES, SWEEP_OPTIONS, Overrides
 
 if TYPE_CHECKING:
+    from runner.platforms.base import Platform
+    from runner.platforms.kubernetes.publishing import Publisher
     from runner.scenario import Scenario
 
 EXIT_INCOMPLETE = 1  # a sweep whose configurations did not all finish
@@ -70,6 +71,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _warn_if_sharing()
     observer = ConsoleObserver()
     platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
+    publisher = _publishing(platform, scenario, store.run_dir) if args.publish else None
     sweep = Sweep(
         scenario=scenario, plan=plan, platform=platform, store=store, observer=observer, overrides=dict(overrides.texts)
     )
@@ -78,8 +80,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         observer.summary(store.summary, str(store.run_dir))
         report_after_sweep(store.run_dir, store.summary)
-        if args.publish:
-            _publish(scenario, store.run_dir)
+        if publisher is not None:
+            _publish(publisher)
     if status != "complete":
         print(f"gateway-sizer: run {status}: {store.summary.reason}", file=sys.stderr)
         return EXIT_INCOMPLETE
@@ -91,21 +93,29 @@ def _check_publish(args: argparse.Namespace, scenario: Scenario) -> None:
         raise UsageError("--publish applies to the kubernetes platform only", "leave it out on the local platform")
 
 
-def _publish(scenario: Scenario, run_dir: Path) -> None:
-    """Keep the run's records in the cluster for `gateway-sizer fetch` (a runner run as a Job); a failure is
+def _publishing(platform: Platform, scenario: Scenario, run_dir: Path) -> Publisher:
+    """The run's records published now, before anything changes, and after every change (a Job's run directory is
+    lost with its pod); UsageError when they cannot be."""
+    from runner.platforms.kubernetes.publishing import publish_as_it_goes
+
+    publisher = publish_as_it_goes(platform, scenario, run_dir)
+    print(f"Records published as the run goes: {publisher.where} (`gateway-sizer restore --from-cluster "
+          f"{run_dir.name}` puts the gateway back after a kill)")  # fmt: skip
+    return publisher
+
+
+def _publish(publisher: Publisher) -> None:
+    """Keep the run's final records in the cluster for `gateway-sizer fetch` (a runner run as a Job); a failure is
     one line on stderr, and never hides how the sweep ended."""
     from runner.errors import SizerError
-    from runner.platforms.kubernetes.connection import connect
-    from runner.platforms.kubernetes.published import POD_NAMESPACE, publish
 
-    k8s = scenario.kubernetes
-    namespace = os.environ.get(POD_NAMESPACE) or k8s.namespace  # a Job's own namespace, where fetch looks
     try:
-        name = publish(connect(k8s.kubeconfig, k8s.context), run_dir, namespace)
+        publisher.publish()
     except (SizerError, OSError) as error:
         print(f"gateway-sizer: results not published: {error}", file=sys.stderr)
         return
-    print(f"Results published: ConfigMap {namespace}/{name}; `gateway-sizer fetch {run_dir.name}` brings them home")
+    run = publisher.run_dir.name
+    print(f"Results published: {publisher.where}; `gateway-sizer fetch {run}` brings them home")
 
 
 def _warn_if_sharing() -> None:

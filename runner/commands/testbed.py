@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from runner.commands.sweep import add_sweep_options, load, overrides_from
 from runner.commands.values import Cpu
@@ -57,9 +58,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from runner.platforms import restore
     from runner.results import load_summary, resolve_run
 
-    run_dir = resolve_run(args.run)
+    if args.from_cluster:  # a Job's run: its records as the Job last published them
+        from runner.paths import RESULTS_ROOT
+        from runner.platforms.kubernetes.publishing import fetch_for_restore, publish_restored
+
+        results = Path(args.results) if args.results else RESULTS_ROOT
+        run_dir = fetch_for_restore(args.namespace, args.run, results, args.kubeconfig)
+        print(f"fetched run {run_dir.name}'s records as its Job last published them into {run_dir}")
+    else:
+        run_dir = resolve_run(args.run)
     for line in restore(load_summary(run_dir).platform, run_dir, wait=not args.no_wait):
         print(line)
+    if args.from_cluster:
+        print(publish_restored(args.namespace, run_dir))
     return 0
 
 
@@ -77,4 +88,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     restore = commands.add_parser("restore", help="undo what a kubernetes run changed in its cluster")
     restore.add_argument("run", help="the run directory (or run id) whose changes to undo")
     restore.add_argument("--no-wait", action="store_true", help="do not wait for the rollouts")
+    restore.add_argument(
+        "--from-cluster", action="store_true", help="a run a Job ran: restore from the records it published"
+    )
+    restore.add_argument("--namespace", default="gateway-loadtest", help="--from-cluster: where the Job ran")
+    restore.add_argument("--results", help="--from-cluster: where to write the run's records (default: results/)")
+    restore.add_argument("--kubeconfig", help="--from-cluster: default $KUBECONFIG or ~/.kube/config")
     restore.set_defaults(func=cmd_restore)

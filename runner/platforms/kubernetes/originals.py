@@ -13,6 +13,7 @@ until its originals are back, so another run refuses to start on a gateway that 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ class ClusterChanges:
     originals: list[Original] = field(default_factory=list)
     created: list[dict[str, str]] = field(default_factory=list)  # {"kind", "namespace", "name"[, "uid"]}
     parameters: list[Parameters] = field(default_factory=list)  # a provisioned gateway's ContourDeployment
+    # called after every save, before the change it records is made: a Job publishes the record (publishing.py)
+    on_saved: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -81,13 +84,16 @@ class ClusterChanges:
         return original
 
     def save(self) -> None:
-        """Replace the file atomically; SaveError (one line) when it cannot be written."""
+        """Replace the file atomically, then hand it on (on_saved); SaveError (one line) when it cannot be written
+        or handed on."""
         data = {
             "originals": [asdict(o) for o in self.originals],
             "created": self.created,
             "parameters": [asdict(p) for p in self.parameters],
         }
         write_atomic(self.path, json.dumps(data, indent=1))
+        if self.on_saved is not None:
+            self.on_saved()
 
     @classmethod
     def load(cls, run_dir: Path) -> ClusterChanges:

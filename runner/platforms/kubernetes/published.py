@@ -1,15 +1,17 @@
 """A run's results kept in the cluster, for a runner that runs there as a Job (charts/gateway-loadtest `runner`),
 and `gateway-sizer fetch`, which brings them home.
 
-A Job's pod has no disk a user can reach once it is gone, so at the end of the sweep (finished, failed or stopped)
-the runner writes its run's records into a ConfigMap, `gateway-sizer-results-<run hash>` in its own namespace (the
-Job's, from the downward API; else the scenario's kubernetes.namespace): summary.json, scenario.yaml,
-environment.json, steps.csv, report.md and kubernetes-originals.json, each gzipped (a ConfigMap holds at most 1 MiB;
-a run's records are tens of KiB compressed). A ConfigMap rather than a PersistentVolumeClaim: every cluster has
-them, the runner's RBAC already creates them, and `fetch` reads them with a user's kubeconfig, without a pod to copy
-from. The ConfigMap is owned by the Job (through the pod's owner reference), so deleting the Job, or `helm
-uninstall`, deletes it too. `fetch` writes the files into results/<run-id>/ and renders report.html and the plots
-there from summary.json, as `gateway-sizer report` does.
+A Job's pod has no disk a user can reach once it is gone, so the runner writes its run's records into a ConfigMap,
+`gateway-sizer-results-<run hash>` in its own namespace (the Job's, from the downward API; else the scenario's
+kubernetes.namespace): at the start, again after every change it records (before the change is made) and at the end
+of the sweep, finished, failed or stopped (publishing.py). A Job killed hard so leaves in the cluster what `restore`
+needs. The records: summary.json, scenario.yaml, environment.json, steps.csv, report.md and
+kubernetes-originals.json, each gzipped (a ConfigMap holds at most 1 MiB; a run's records are tens of KiB
+compressed). A ConfigMap rather than a PersistentVolumeClaim: every cluster has them, the runner's RBAC already
+creates them, and `fetch` reads them with a user's kubeconfig, without a pod to copy from. The ConfigMap is owned by
+the Job (through the pod's owner reference), so deleting the Job, or `helm uninstall`, deletes it too. `fetch` writes
+the files into results/<run-id>/ and renders report.html and the plots there from summary.json, as `gateway-sizer
+report` does.
 """
 
 from __future__ import annotations
@@ -86,9 +88,13 @@ def publish(cluster: Cluster, run_dir: Path, namespace: str) -> str:
     )
     try:
         call(f"create ConfigMap {namespace}/{name}", cluster.core.create_namespaced_config_map, namespace, body)
-    except ConflictError:  # a resumed run's, or a retried create's: replaced by this run's records
-        call(f"delete ConfigMap {namespace}/{name}", cluster.core.delete_namespaced_config_map, name, namespace)
-        call(f"create ConfigMap {namespace}/{name}", cluster.core.create_namespaced_config_map, namespace, body)
+    except ConflictError:  # published before (this run's start, a resumed run's): its records replaced in place,
+        # never deleted first (a kill between the two would lose them), its owner kept
+        found: Any = call(f"read ConfigMap {namespace}/{name}", cluster.core.read_namespaced_config_map, name,
+                          namespace)  # fmt: skip
+        found.binary_data = data
+        call(f"update ConfigMap {namespace}/{name}", cluster.core.replace_namespaced_config_map, name, namespace,
+             found)  # fmt: skip
     return name
 
 
