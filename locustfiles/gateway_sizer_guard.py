@@ -12,6 +12,12 @@ runner sets its variable in the process's environment (where no request can chan
   `X-Gateway-Sizer-Token` header, else 403. The runner sends it; a person who opens the web UI through
   `kubectl port-forward` reads everything and starts nothing.
 
+- `GATEWAY_SIZER_WORKER_HOST`: the host name of the run's workers (the kubernetes platform gives its worker pods
+  one of their own, made at random per run). The master drops every message from a worker whose Locust id
+  (`<host name>_<hex>`) has another host name, or that names another worker as its sender: a stranger that reaches
+  the master's worker port (5557) gets no users and adds nothing to a window. A NetworkPolicy closes that port to
+  all but the run's workers where the cluster's CNI enforces one; this is the check that holds where it does not.
+
 Unset, a check is off (Locust started by hand). Load this file next to the locustfile on every process:
 `locust -f locustfiles/gateway.py,locustfiles/gateway_sizer_stats.py,locustfiles/gateway_sizer_guard.py`.
 """
@@ -29,10 +35,11 @@ from urllib.parse import urlsplit
 from flask import request
 from locust import events
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 TARGETS_ENV = "GATEWAY_SIZER_TARGETS"
 TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
+WORKER_HOST_ENV = "GATEWAY_SIZER_WORKER_HOST"
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
 READING = ("GET", "HEAD", "OPTIONS")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -124,6 +131,30 @@ def _guard_worker(environment: Environment, runner: WorkerRunner, allowed: Seque
     runner.start_worker = guarded_spawn  # type: ignore[method-assign]
 
 
+def worker_host(client_id: str) -> str:
+    """The host name in a Locust worker's id, `<host name>_<32 hex digits>`."""
+    return client_id.rsplit("_", 1)[0]
+
+
+def _guard_worker_port(runner: MasterRunner, host: str) -> None:
+    """Wrap the master's receive: Locust takes a worker's `client_ready` (and hands it users) and its `stats`
+    from any sender; only the run's workers get through."""
+    receive = runner.server.recv_from_client
+    dropped: set[str] = set()
+
+    def from_the_runs_workers() -> tuple[str, Any]:
+        while True:
+            client_id, message = receive()
+            if worker_host(client_id) == host and message.node_id == client_id:
+                return client_id, message
+            if client_id not in dropped:
+                dropped.add(client_id)
+                _log.warning("dropped the messages of Locust worker %s: not one of this run's workers (%s)",
+                             client_id, host)  # fmt: skip
+
+    runner.server.recv_from_client = from_the_runs_workers  # type: ignore[method-assign]
+
+
 @events.init.add_listener
 def _install(environment: Environment, runner: Any = None, web_ui: Any = None, **_kwargs: Any) -> None:
     allowed = allowed_origins(os.environ.get(TARGETS_ENV))
@@ -132,3 +163,5 @@ def _install(environment: Environment, runner: Any = None, web_ui: Any = None, *
         _guard_master(web_ui, allowed, token)
     if isinstance(runner, WorkerRunner) and allowed:
         _guard_worker(environment, runner, allowed)
+    if isinstance(runner, MasterRunner) and (host := os.environ.get(WORKER_HOST_ENV)):
+        _guard_worker_port(runner, host)

@@ -57,4 +57,5 @@ class LoadDriver:
             clock=self.clock,
             alive=self.platform.check,
             steal=self.platform.cpu_steal,
+            workers=self.load.workers,
         )

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from runner.locust import LocustOptions, Snapshot
 
+MISSING = "missing"  # Locust's state of a worker whose heartbeats stopped (it no longer sends figures)
 MAX_WINDOW_FACTOR = 8  # a window grows to at most this many times its length to collect CPU samples
 
 
@@ -107,7 +108,9 @@ class StepMeter:
         clock: Clock = SYSTEM_CLOCK,
         alive: Callable[[], None] = lambda: None,
         steal: Callable[[], tuple[float, float] | None] = lambda: None,
+        workers: int | None = None,
     ) -> None:
+        self.workers = workers  # the run's Locust workers: a window with any other count is discarded
         self.steal = steal  # the machine's (stolen, total) CPU time so far, when the platform can read it
         self.locust = locust
         self.metrics = metrics
@@ -145,6 +148,8 @@ class StepMeter:
             raise WindowDiscarded("Locust's master restarted during the window: its counters started again")
         if not after.loading or not before.loading:
             raise WindowDiscarded(f"the load was not running through the window (Locust's master is {after.state})")
+        if self.workers is not None:
+            check_workers(self.workers, before, after)
         spacing = (end - start) / (samples - 1) if samples > 1 else float(end - start)
         step = self._step(index, level, start, end, before, after, spacing)
         return step.model_copy(update={"steal_share": _share(steal_before, self.steal())})
@@ -196,4 +201,17 @@ class StepMeter:
             backend_cpu_max=self._backend_share(start, end),
             throttled_share=self.metrics.throttled_share(envoy, start, end),
             envoy_cx_rate=_optional(self.metrics.envoy_cx_rate(envoy, start, end)),
+        )
+
+
+def check_workers(expected: int, before: Snapshot, after: Snapshot) -> None:
+    """WindowDiscarded unless the run's own `expected` workers, and only they, sent a window's figures (the
+    snapshots at its start and end): a worker lost, or one that connected to the master's port mid-run (a
+    stranger's requests and latencies, or users taken from the run's workers), changes what the window counted."""
+    ids = [{w.id for w in snapshot.workers if w.state != MISSING} for snapshot in (before, after)]
+    if ids[0] != ids[1] or len(ids[1]) != expected:
+        changed = "" if ids[0] == ids[1] else " (the workers changed)"
+        raise WindowDiscarded(
+            f"{len(ids[0])} then {len(ids[1])} Locust workers sent the window's figures, not the run's "
+            f"{expected}{changed}: a worker lost, or a stranger on the master's worker port"
         )

@@ -181,6 +181,7 @@ class Sweep:
             if restarted:
                 self.observer.components_restarted(restarted)
             self.platform.apply(config)
+            started = self.clock.monotonic()  # the time budget counts measuring, not the rollout before it
             if result.machine_speed is None:
                 result.machine_speed = self.platform.machine_speed()
             stopped = self._measure_visit(config, result, round_, record)

@@ -69,6 +69,7 @@ from runner.scenario.limits import (
     MIN_RPS_PER_USER,
     MIN_SPAWN_RATE,
 )
+from runner.scenario.windows import sized_to_scrapes
 
 
 class _Model(BaseModel):
@@ -342,6 +343,12 @@ class Scenario(_Model):
                 f"{product} make {math.prod(lists.values()):,} configurations; at most {MAX_CONFIGURATIONS:,}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _windows_hold_scrapes(self) -> Scenario:
+        """Windows (and the time budget) the scenario leaves unset sized to its scrape interval (windows.py)."""
+        load = sized_to_scrapes(self.load, self.prometheus.scrape_interval_s)
+        return self if load is self.load else self.model_copy(update={"load": load})
 
     @model_validator(mode="before")
     @classmethod

@@ -106,8 +106,9 @@ def _left_behind(admin: Cluster) -> list[str]:
 def _as_before(admin: Cluster, parameters: dict[str, Any], template: dict[str, Any]) -> None:
     assert _parameters(admin) == parameters
     assert [listener["name"] for listener in _gateway(admin)["spec"]["listeners"]] == ["http"]
-    secrets = admin.core.list_namespaced_secret("projectcontour", label_selector=label_selector(MANAGED_BY)).items
-    assert [secret.metadata.name for secret in secrets] == []
+    for namespace in ("projectcontour", "gateway-loadtest"):  # the TLS listeners' certificates: the run's namespace
+        secrets = admin.core.list_namespaced_secret(namespace, label_selector=label_selector(MANAGED_BY)).items
+        assert [secret.metadata.name for secret in secrets] == [], namespace
     assert workloads.get_pod_resources(admin, ENVOY) == template
     annotations = _gateway_annotations(admin)
     assert workloads.CHANGED_BY not in annotations and APPLIED not in annotations, annotations

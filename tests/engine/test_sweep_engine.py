@@ -177,6 +177,18 @@ def test_the_time_budget_ends_a_configuration_and_says_so(tmp_path):
         assert result.search is not None and "time budget" in result.search
 
 
+def test_the_time_budget_counts_measuring_not_rollouts(tmp_path):
+    # each apply a 1,000 s rollout (a slow DaemonSet drain on a real cluster): a budget that counted it would be
+    # spent before round 2 measured anything
+    scenario = _scenario(envoy={"cpu": [0.25]}, load={"max_seconds_per_config": 300, "rounds": 2})
+    sweep = _sweep(tmp_path, scenario, FakePlatform(FakeClock(), _envoy, rollout_s=1000.0))
+    sweep.run()
+    [result] = sweep.store.summary.configs
+    measured = [step.window_s for step in result.steps]
+    assert {step.round for step in result.steps} == {1, 2}, (result.search, measured)
+    assert sum(measured) <= 300, measured
+
+
 def test_a_saturated_generator_makes_the_configuration_invalid_with_the_fix(tmp_path):
     platform = FakePlatform(FakeClock(), _envoy)
     platform.timeline.generator_share = 0.95

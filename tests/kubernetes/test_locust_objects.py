@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from runner.errors import UsageError
@@ -13,6 +15,7 @@ from runner.platforms.kubernetes.connection import NotFoundError
 from runner.platforms.kubernetes.loadgen import ClusterLocust, LocustNames, create_locust
 from runner.platforms.kubernetes.objects import GATEWAY_LABEL, RUN_LABEL, gateway_key
 from runner.platforms.kubernetes.originals import ClusterChanges, delete_created, undo
+from runner.platforms.kubernetes.worker_port import WORKER_HOST_ENV
 from runner.scenario import parse_scenario
 from support.k8s import LOCUST_RUN, LOCUST_TOKEN, LOCUSTFILE, locust_spec
 
@@ -24,8 +27,9 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     spec = locust_spec(namespace)
     names = spec.names
     create_locust(admin, spec, changes)
-    assert [c["name"] for c in changes.created] == [names.token, names.configmap, names.master, names.master,
-                                                    names.worker]  # fmt: skip
+    assert [c["name"] for c in changes.created] == [names.token, names.master, names.configmap, names.master,
+                                                    names.master, names.worker]  # fmt: skip
+    assert [c["kind"] for c in changes.created][:2] == ["Secret", "NetworkPolicy"]
     assert changes.created[0]["uid"]  # a Secret is deleted with its uid as a precondition: the runner reads none
     assert names.master == "locust-master-" + names.master.rsplit("-", 1)[1] and len(names.master) == 22
 
@@ -71,6 +75,21 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
     worker_env = {e.name: e.value for e in worker.env}
     assert worker_env[TARGETS_ENV] == "http://envoy.projectcontour.svc.cluster.local" and TOKEN_ENV not in worker_env
     assert "/home/locust/locustfiles/gateway_sizer_guard.py" in worker.args[1]
+    # the workers' host name, made for the run, is the only one the master takes messages from
+    host = workers.spec.template.spec.hostname
+    assert host.startswith("locust-worker-") and env[WORKER_HOST_ENV].value == host
+    assert WORKER_HOST_ENV not in worker_env
+
+    # the master's worker port open to the run's workers only, its web API to anyone (token-gated): the API server
+    # accepted the shape; its selectors pick exactly the master's and the workers' pods
+    policy: Any = client.NetworkingV1Api(admin.api).read_namespaced_network_policy(names.master, namespace).spec
+    assert policy.pod_selector.match_labels == master.spec.template.metadata.labels
+    assert policy.policy_types == ["Ingress"]
+    (from_workers, web) = policy.ingress
+    (peer,) = from_workers.var_from
+    assert peer.pod_selector.match_labels == workers.spec.template.metadata.labels and peer.namespace_selector is None
+    assert [(p.protocol, p.port) for p in from_workers.ports] == [("TCP", 5557)]
+    assert web.var_from is None and [(p.protocol, p.port) for p in web.ports] == [("TCP", 8089)]
 
     undo(admin, changes, timeout_s=1, wait=False)
     assert changes.created == []
@@ -78,6 +97,7 @@ def test_locust_objects_are_created_with_the_run_options_and_deleted_by_undo(adm
         (admin.core.read_namespaced_config_map, names.configmap),
         (admin.core.read_namespaced_service, names.master),
         (admin.core.read_namespaced_secret, names.token),
+        (client.NetworkingV1Api(admin.api).read_namespaced_network_policy, names.master),
     ):
         with pytest.raises(ApiException) as gone:
             read(name, namespace)
@@ -121,6 +141,7 @@ def test_leftovers_of_a_killed_run_on_the_same_gateway_are_found_by_labels_and_r
             f"Deployment {namespace}/{old.worker}",
             f"Service {namespace}/{old.master}",
             f"ConfigMap {namespace}/{old.configmap}",
+            f"NetworkPolicy {namespace}/{old.master}",
             f"Secret {namespace}/{old.token}",  # found by its master's name: the runner lists no Secret
         ]
     )

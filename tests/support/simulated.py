@@ -245,7 +245,8 @@ class FakeMetrics:
 class FakePlatform(Platform):
     """A platform whose Envoy is simulated: `envoy_for(config)` builds the simulated Envoy of each
     configuration (once: a later visit finds it as it was, its noise going on); `fail_apply(config)` may
-    return an error to raise when it is applied; `speed(second)` is the machine's speed."""
+    return an error to raise when it is applied; `speed(second)` is the machine's speed; each apply takes
+    `rollout_s`."""
 
     name = "fake"
 
@@ -256,8 +257,10 @@ class FakePlatform(Platform):
         *,
         fail_apply: Callable[[Configuration], Exception | None] = lambda config: None,
         speed: Callable[[int], float] = lambda second: 1.0,
+        rollout_s: float = 2.0,
     ) -> None:
         self.clock = clock
+        self.rollout_s = rollout_s  # how long an apply takes (a rollout)
         self.envoy_for = envoy_for
         self.fail_apply = fail_apply
         self.envoys: dict[str, SimulatedEnvoy] = {}
@@ -284,7 +287,7 @@ class FakePlatform(Platform):
             raise error
         self.timeline.advance_to(self.clock.time())
         self.timeline.envoy = self.envoys.setdefault(config.key, self.envoy_for(config))
-        self.clock.sleep(2.0)  # a rollout
+        self.clock.sleep(self.rollout_s)  # a rollout
 
     @property
     def locust(self) -> FakeLocust:

@@ -14,9 +14,11 @@ import contextlib
 import functools
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kubernetes import client
 
 from runner.errors import PlatformError, UsageError
 from runner.locust import (
@@ -47,6 +49,7 @@ from runner.platforms.kubernetes.objects import (
     wait_gone,
 )
 from runner.platforms.kubernetes.originals import ClusterChanges, delete_created
+from runner.platforms.kubernetes.worker_port import WORKER_HOST_ENV, network_policy, worker_host
 from runner.platforms.kubernetes.workloads import Workload, resources_for
 from runner.quantities import parse_cpu, parse_memory
 from runner.scenario import Scenario
@@ -122,6 +125,7 @@ class LocustDeployment:
     gateway: str  # gateway_key() of the gateway under load
     targets: tuple[str, ...]  # the only URLs the master and the workers send to (the guard extension)
     token: str  # what the master takes commands with, kept in a Secret
+    worker_host: str = field(default_factory=worker_host)  # the workers' host name, the only one the master takes
 
     @property
     def names(self) -> LocustNames:
@@ -167,6 +171,7 @@ class LocustDeployment:
         if component == MASTER:
             secret = {"name": self.names.token, "key": TOKEN_KEY}
             env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": secret}})
+            env.append({"name": WORKER_HOST_ENV, "value": self.worker_host})
         container = {
             "name": "locust",
             "image": self.image,
@@ -225,13 +230,21 @@ class LocustDeployment:
     def worker(self) -> dict[str, Any]:
         args = worker_args(self._files(), self.user_class, self.options, master_host=self.names.master)
         pod = self._pod(WORKER, args, self.worker_resources, [])
+        pod["spec"]["hostname"] = self.worker_host  # in each worker's Locust id, checked by the master
         return self._deployment(WORKER, self.names.worker, self.workers, pod)
+
+    def network_policy(self) -> dict[str, Any]:
+        """The master's worker port open to this run's workers only (worker_port.py)."""
+        return network_policy(self.names.master, self.namespace, self.labels(MASTER), self.labels(WORKER),
+                              WEB_PORT, MASTER_PORT)  # fmt: skip
 
 
 def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChanges) -> None:
     """Create the token's Secret, the ConfigMap, master, Service and workers, recording each before it exists."""
+    policies = client.NetworkingV1Api(cluster.api)
     creators: list[tuple[str, dict[str, Any], Callable[..., Any]]] = [
         ("Secret", spec.token_secret(), cluster.core.create_namespaced_secret),
+        ("NetworkPolicy", spec.network_policy(), policies.create_namespaced_network_policy),
         ("ConfigMap", spec.configmap(), cluster.core.create_namespaced_config_map),
         ("Deployment", spec.master(), cluster.apps.create_namespaced_deployment),
         ("Service", spec.service(), cluster.core.create_namespaced_service),
@@ -241,6 +254,7 @@ def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChan
         "ConfigMap": cluster.core.read_namespaced_config_map,
         "Deployment": cluster.apps.read_namespaced_deployment,
         "Service": cluster.core.read_namespaced_service,
+        "NetworkPolicy": policies.read_namespaced_network_policy,
     }
     for kind, body, create in creators:
         name = body["metadata"]["name"]
@@ -349,10 +363,12 @@ class ClusterLocust:
         held, they are a killed run's (or this run's earlier attempt's). Returns what was deleted."""
         ns = self.scenario.kubernetes.namespace
         selector = label_selector({**MANAGED_BY, GATEWAY_LABEL: self.gateway})
+        policies = client.NetworkingV1Api(cluster.api)
         kinds: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
             ("Deployment", cluster.apps.list_namespaced_deployment, cluster.apps.read_namespaced_deployment),
             ("Service", cluster.core.list_namespaced_service, cluster.core.read_namespaced_service),
             ("ConfigMap", cluster.core.list_namespaced_config_map, cluster.core.read_namespaced_config_map),
+            ("NetworkPolicy", policies.list_namespaced_network_policy, policies.read_namespaced_network_policy),
         ]
         deleted: list[str] = []
         for kind, list_them, read in kinds:

@@ -254,10 +254,12 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
         call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, group, version, namespace,
              plural, name, propagation_policy="Background")  # fmt: skip
         return
+    policies = client.NetworkingV1Api(cluster.api)
     api = {
         "Deployment": (cluster.apps.read_namespaced_deployment, cluster.apps.delete_namespaced_deployment),
         "Service": (cluster.core.read_namespaced_service, cluster.core.delete_namespaced_service),
         "ConfigMap": (cluster.core.read_namespaced_config_map, cluster.core.delete_namespaced_config_map),
+        "NetworkPolicy": (policies.read_namespaced_network_policy, policies.delete_namespaced_network_policy),
     }
     if kind not in api:
         raise NotOursError(f"left {what} alone: gateway-sizer creates no {kind}")
