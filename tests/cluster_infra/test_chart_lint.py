@@ -104,3 +104,23 @@ def test_the_charts_locust_serves_its_web_ui_inside_its_pod_only_and_loads_its_h
     [master] = objects[("Deployment", "locust-master")]["spec"]["template"]["spec"]["containers"]
     assert "--web-host=127.0.0.1" in master["args"] and "web" not in {p["name"] for p in master["ports"]}
     assert objects[("ConfigMap", "locustfile")]["data"]["gateway_sizer_guard.py"] == guard.read_text()
+
+
+def test_the_charts_podmonitor_is_selected_by_kube_prometheus_stack_and_scrapes_only_what_the_sizer_reads(
+    built_tools,
+):
+    # issue 31: the PodMonitor lacked kube-prometheus-stack's `release` label and scraped Envoy's full stats page
+    # every 5 s, inside the CPU limit under test
+    chart = str(PROJECT_ROOT / "charts/gateway-loadtest")
+    values = ["--set", "podMonitor.enabled=true", "--set", "podMonitor.labels.release=kps"]
+    rendered = run([str(built_tools["helm"]), "template", "t", chart, *values], timeout=120).stdout
+    (monitor,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PodMonitor"]
+    assert monitor["metadata"]["labels"]["release"] == "kps"  # kps's podMonitorSelector
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["interval"] == "30s"  # kps's own: the scenario's scrape_interval_seconds
+    prometheus = yaml.safe_load_all((K8S / "manifests/prometheus/prometheus.yaml").read_text())
+    (config,) = [d for d in prometheus if d and d["kind"] == "ConfigMap"]
+    (envoy_job,) = [j for j in yaml.safe_load(config["data"]["prometheus.yml"])["scrape_configs"]
+                    if j["job_name"] == "envoy"]  # fmt: skip
+    assert endpoint["params"] == envoy_job["params"]  # the project's own Prometheus' filter, to the character
+    assert endpoint["params"]["filter"] and endpoint["params"]["usedonly"] == [""]

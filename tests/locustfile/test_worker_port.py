@@ -7,6 +7,7 @@ master's guard drops its every message. Needs root (unshare --uts)."""
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 import time
@@ -60,7 +61,7 @@ def test_a_stranger_worker_connecting_mid_run_gets_no_users_and_is_not_counted(s
     try:
         wait_until(lambda: runner.stats()["user_count"] == USERS, what="the run's users", timeout_s=START_TIMEOUT_S)
         # mid-run, a stranger: any pod that reaches the port, running a plain Locust worker
-        hostname = f"hostname {STRANGER} && exec {sys.executable} -m locust " + " ".join(worker)
+        hostname = f"hostname {STRANGER} && exec " + shlex.join([sys.executable, "-m", "locust", *worker])
         stranger = supervisor.start("stranger", ["unshare", "--uts", "sh", "-c", hostname], cwd=LOCUSTFILE.parent)
         time.sleep(STRANGER_WAIT_S)
         assert stranger.popen.poll() is None, stranger.log_path.read_text()[-2000:]

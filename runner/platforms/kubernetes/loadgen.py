@@ -244,8 +244,8 @@ def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChan
     policies = client.NetworkingV1Api(cluster.api)
     creators: list[tuple[str, dict[str, Any], Callable[..., Any]]] = [
         ("Secret", spec.token_secret(), cluster.core.create_namespaced_secret),
-        ("NetworkPolicy", spec.network_policy(), policies.create_namespaced_network_policy),
         ("ConfigMap", spec.configmap(), cluster.core.create_namespaced_config_map),
+        ("NetworkPolicy", spec.network_policy(), policies.create_namespaced_network_policy),  # before the master
         ("Deployment", spec.master(), cluster.apps.create_namespaced_deployment),
         ("Service", spec.service(), cluster.core.create_namespaced_service),
         ("Deployment", spec.worker(), cluster.apps.create_namespaced_deployment),
