@@ -4,7 +4,6 @@ Nothing may reach the foreign one, whatever the master's web API is asked."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,13 +19,11 @@ from runner.locust import (
     LocustMaster,
     LocustOptions,
     guard_env,
-    locustfile_arg,
-    master_args,
-    worker_args,
 )
 from runner.platforms.kubernetes.gateway_check import fetch
-from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
+from runner.platforms.local.processes import Supervisor
 from support.lean_client import LOCUSTFILE, START_TIMEOUT_S, NginxBackend
+from support.locust_pair import FILES, start_master, worker_command
 from support.processes import alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.parallel_safe]
@@ -42,20 +39,12 @@ def locust(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
     supervisor = Supervisor(tmp_path / "locust-logs")
 
     def start(master_env: dict[str, str], worker_env: dict[str, str], host: str) -> tuple[str, Path]:
-        web_port, master_port = free_port(), free_port()
-        files = locustfile_arg(LOCUSTFILE)
-        fetching = f"{files},{LOCUSTFILE.parent / 'gateway_sizer_fetch.py'}"  # as the kubernetes platform's master
-        args = master_args(fetching, "LeanGatewayUser", host, OPTIONS, web_port=web_port, master_port=master_port,
-                           web_host="127.0.0.1", bind_host="127.0.0.1")  # fmt: skip
-        master = supervisor.start("locust-master", [sys.executable, "-m", "locust", *args], env=master_env,
+        fetching = f"{FILES},{LOCUSTFILE.parent / 'gateway_sizer_fetch.py'}"  # as the kubernetes platform's master
+        master = start_master(supervisor, master_env, host, OPTIONS, files=fetching)
+        worker = supervisor.start("locust-worker", worker_command(master, OPTIONS), env=worker_env,
                                   cwd=LOCUSTFILE.parent)  # fmt: skip
-        url = f"http://127.0.0.1:{web_port}"
-        wait_until(http_ok(url + READY_PATH), what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
-        args = worker_args(files, "LeanGatewayUser", OPTIONS, master_host="127.0.0.1", master_port=master_port)
-        worker = supervisor.start("locust-worker", [sys.executable, "-m", "locust", *args], env=worker_env,
-                                  cwd=LOCUSTFILE.parent)  # fmt: skip
-        LocustMaster(url).wait_for_workers(1, START_TIMEOUT_S)
-        return url, worker.log_path
+        LocustMaster(master.url).wait_for_workers(1, START_TIMEOUT_S)
+        return master.url, worker.log_path
 
     yield start
     pids = [p.pid for p in supervisor.processes]

@@ -9,17 +9,17 @@ from __future__ import annotations
 import os
 import shlex
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runner.locust import READY_PATH, LocustMaster, LocustOptions, guard_env, locustfile_arg, master_args, worker_args
+from runner.locust import LocustMaster, LocustOptions, guard_env
 from runner.platforms.kubernetes.worker_port import WORKER_HOST_ENV
-from runner.platforms.local.processes import Supervisor, free_port, http_ok, wait_until
+from runner.platforms.local.processes import Supervisor, wait_until
 from support.lean_client import LOCUSTFILE, START_TIMEOUT_S
+from support.locust_pair import start_master, worker_command
 from support.processes import alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.parallel_safe]
@@ -42,26 +42,18 @@ def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
 
 def test_a_stranger_worker_connecting_mid_run_gets_no_users_and_is_not_counted(supervisor, nginx_factory):
     target = nginx_factory()
-    web_port, master_port = free_port(), free_port()
-    files = locustfile_arg(LOCUSTFILE)
     run_host = socket.gethostname()  # the run's worker runs here, under this machine's host name
-    master_env = {**guard_env([target.url], "token"), WORKER_HOST_ENV: run_host}
-    args = master_args(files, "LeanGatewayUser", target.url, OPTIONS, web_port=web_port, master_port=master_port,
-                       web_host="127.0.0.1", bind_host="127.0.0.1")  # fmt: skip
-    master = supervisor.start("locust-master", [sys.executable, "-m", "locust", *args], env=master_env,
-                              cwd=LOCUSTFILE.parent)  # fmt: skip
-    url = f"http://127.0.0.1:{web_port}"
-    wait_until(http_ok(url + READY_PATH), what="Locust master", timeout_s=START_TIMEOUT_S, process=master)
-    worker = worker_args(files, "LeanGatewayUser", OPTIONS, master_host="127.0.0.1", master_port=master_port)
-    supervisor.start("locust-worker", [sys.executable, "-m", "locust", *worker], env=guard_env([target.url]),
-                     cwd=LOCUSTFILE.parent)  # fmt: skip
-    runner = LocustMaster(url, token="token")
+    master = start_master(supervisor, {**guard_env([target.url], "token"), WORKER_HOST_ENV: run_host}, target.url,
+                          OPTIONS)  # fmt: skip
+    worker = worker_command(master, OPTIONS)
+    supervisor.start("locust-worker", worker, env=guard_env([target.url]), cwd=LOCUSTFILE.parent)
+    runner = LocustMaster(master.url, token="token")
     runner.wait_for_workers(1, START_TIMEOUT_S)
     runner.swarm(USERS, 100, target.url, OPTIONS)
     try:
         wait_until(lambda: runner.stats()["user_count"] == USERS, what="the run's users", timeout_s=START_TIMEOUT_S)
         # mid-run, a stranger: any pod that reaches the port, running a plain Locust worker
-        hostname = f"hostname {STRANGER} && exec " + shlex.join([sys.executable, "-m", "locust", *worker])
+        hostname = f"hostname {STRANGER} && exec " + shlex.join(worker)
         stranger = supervisor.start("stranger", ["unshare", "--uts", "sh", "-c", hostname], cwd=LOCUSTFILE.parent)
         time.sleep(STRANGER_WAIT_S)
         assert stranger.popen.poll() is None, stranger.log_path.read_text()[-2000:]
@@ -69,6 +61,6 @@ def test_a_stranger_worker_connecting_mid_run_gets_no_users_and_is_not_counted(s
         assert stats["worker_count"] == 1, stats["workers"]
         assert [w.id.rsplit("_", 1)[0] for w in snapshot.workers] == [run_host]
         assert [w.user_count for w in snapshot.workers] == [USERS]  # none taken from the run's worker
-        assert f"dropped the messages of Locust worker {STRANGER}_" in master.log_path.read_text()
+        assert f"dropped the messages of Locust worker {STRANGER}_" in master.process.log_path.read_text()
     finally:
         runner.stop()
