@@ -137,7 +137,7 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
             run_id, files = _published(admin) or ("", {})
         else:  # the runner restored the gateway itself, then published how the sweep ended
             summary = json.loads(files["summary.json"])
-            assert summary["status"] in ("stopped", "failed"), summary
+            assert summary["status"] == "interrupted", summary["reason"]  # SIGTERM, from the kubelet either way
         record = json.loads(files[FILE_NAME])
         assert not record["created"] and not any(p["changed"] or p["marked"] for p in record["parameters"])
         assert not any(o["resources_changed"] or o["args_changed"] or o["marked"] for o in record["originals"])
