@@ -43,6 +43,11 @@ MIN_SUBWINDOW_S = 5.0
 # A window's CPU figures need this many samples of the container's counter. cAdvisor in a kubelet
 # refreshes them every 10-15 s by default, so on a cluster a window may have to grow to hold them.
 MIN_CPU_SAMPLES = 3
+# the API server's proxy found no such Service: the cluster's Prometheus has another name
+NO_SERVICE_HINT = (
+    "name the cluster's Prometheus Service in prometheus.service (kube-prometheus-stack's is "
+    "<release>-kube-prometheus-prometheus in its namespace: scenarios/kube-prometheus-stack.yaml)"
+)
 QUERY_TIMEOUT_S = 10.0
 
 Samples = list[tuple[float, float]]
@@ -135,10 +140,13 @@ class Metrics:
         except ValueError:  # a proxy's error page, not Prometheus's JSON: the status says what happened
             body = {"error": response.text.strip()[:80] or None}
         if response.status_code != 200 or body.get("status") != "success":
+            no_service = response.status_code == 404 and "/services/" in self.url and "/proxy" in self.url
             raise UnreachableError(
                 f"Prometheus at {self.url} answered HTTP {response.status_code}: "
                 f"{str(body.get('error') or response.reason)[:160]}",
-                "check the prometheus URL in the scenario (prometheus.url) and that it is healthy",
+                NO_SERVICE_HINT
+                if no_service
+                else "check the prometheus URL in the scenario (prometheus.url) and that it is healthy",
             )
         return list(body.get("data", {}).get("result", []))
 

@@ -73,7 +73,9 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
     url = {"url": f"http://127.0.0.1:{free_port()}"} if prometheus == "url" else {}
     # a 5 s retry budget: the default 45 s would only make the refused connection take longer to report
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, prometheus={"retry_seconds": 5, **url})
-    one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
+    line = one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
+    if prometheus == "service-proxy":  # no Service monitoring/prometheus here: name the cluster's own
+        assert "prometheus.service" in line and "<release>-kube-prometheus-prometheus" in line, line
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy) == ORIGINAL
     assert wl.replicas(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == 2
