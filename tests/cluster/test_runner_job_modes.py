@@ -9,10 +9,12 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from kubernetes import client
@@ -29,6 +31,7 @@ from support.wait import until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 RELEASE = "sizer-modes"
+RUNNER_ARG = "--scenario=/etc/gateway-sizer/scenario.yaml"  # in the Job's runner's command line (templates/runner.yaml)
 LEVELS = [100, 200]  # far below each limit's knee: these tests are about the Job, not where a knee is
 LOAD = {"client": "lean", "workers": 1, "rounds": 1, "search": "fixed", "rps": LEVELS, "step_seconds": 6,
         "warmup_seconds": 3, "settle_seconds": 1}  # fmt: skip
@@ -76,6 +79,14 @@ def _ran_at_least(admin: Cluster, seconds: float) -> int:
     return int(time.time() - job.status.start_time.timestamp() + seconds)
 
 
+def _sigkill_runner() -> None:
+    """SIGKILL the Job's runner process, seen from the node (this machine): the kernel's kill, as the OOM killer's."""
+    runners = [p for p in psutil.process_iter(["cmdline"]) if RUNNER_ARG in (p.info["cmdline"] or [])]
+    assert len(runners) == 1, [p.info["cmdline"] for p in runners]
+    runners[0].send_signal(signal.SIGKILL)
+    runners[0].wait(timeout=30)
+
+
 @pytest.mark.timeout(1800)
 def test_a_gateway_api_sweep_runs_as_a_job_publishes_and_fetch_brings_it_home(cluster, tmp_path):
     kubeconfig, admin = cluster
@@ -120,9 +131,12 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
             client.BatchV1Api(admin.api).patch_namespaced_job(
                 f"{RELEASE}-runner", NAMESPACE, {"spec": {"activeDeadlineSeconds": _ran_at_least(admin, 1)}}
             )
-        else:  # SIGTERM with the Job's grace period, or nothing at all
-            grace = 0 if stop == "kill" else None
-            admin.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=grace)
+        elif stop == "sigterm":  # the Job's grace period to restore in
+            admin.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE)
+        else:  # as an OOM kill or a lost node: SIGKILL, no moment to restore anything, then the pod deleted with
+            # --grace-period=0 (alone, that still gives the runner a SIGTERM and 2 s: it restored in them here)
+            _sigkill_runner()
+            admin.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
         until(lambda: job_done(admin, RELEASE), 900, "the Job to end", poll_s=1)
         until(lambda: not job_pods(admin, RELEASE), 900, "the Job's pod to be gone", poll_s=1)
         published = _published(admin)
