@@ -8,9 +8,12 @@ CACHE ?= $(if $(GATEWAY_SIZER_CACHE),$(GATEWAY_SIZER_CACHE),$(HOME)/.cache/gatew
 export GATEWAY_SIZER_CACHE := $(CACHE)
 BIN := $(VENV)/bin
 SIZER := $(BIN)/gateway-sizer
-# Debian packages as command:package pairs: the local platform's, and what the tests and benches add.
-SWEEP_PACKAGES := prometheus:prometheus
-TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-dev openssl:openssl
+# Debian packages as command:package pairs: the local platform's, and what the tests and benches add (every program
+# they start: tests/unit/test_installs.py checks the sources against these lists). A command already on PATH installs
+# nothing (util-linux, iproute2 and procps come with most Debian systems, not with every one).
+SWEEP_PACKAGES := prometheus:prometheus setpriv:util-linux prlimit:util-linux
+TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-dev openssl:openssl tcpdump:tcpdump \
+	ss:iproute2 pkill:procps taskset:util-linux
 # `$(PYTHON) -m venv` needs ensurepip, which Debian ships in python3-venv.
 VENV_CHECK = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv";
 PYTEST_ARGS ?=
@@ -33,8 +36,8 @@ $(foreach var,$(SIZER_VARS),$(if $($(var)),$(eval export $(var))))
 sweep_arg = $(if $($(firstword $(1))),$(lastword $(1))="$$$(firstword $(1))")
 SWEEP_ARGS = $(strip $(foreach option,$(SWEEP_OPTIONS),$(call sweep_arg,$(subst :, ,$(option)))))
 
-.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test test-fast fuzz lint testbed-up \
-	testbed-down clean
+.PHONY: help setup system-packages test-packages test-tools go-toolchain sweep plan test test-all test-fast fuzz lint \
+	testbed-up testbed-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -68,7 +71,7 @@ endef
 system-packages: ## Debian packages of the local platform (apt-get, as root)
 	$(call apt_install,$(SWEEP_PACKAGES))
 
-test-packages: ## Debian packages the tests and benches use (wrk, chromium, etcd, gcc, openssl)
+test-packages: ## Debian packages the tests and benches use (wrk, chromium, etcd, gcc, openssl, tcpdump, ...)
 	$(call apt_install,$(TEST_PACKAGES))
 
 test-tools: go-toolchain ## kube-apiserver, Contour's CRDs, helm and kubeconform for the tests (built once, cached)
@@ -127,8 +130,11 @@ fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's example
 	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
 		$(FAST_TESTS) $(PYTEST_ARGS)
 
-test: test-packages go-toolchain setup test-tools ## the whole test suite in tiers (tests/tiers.py), then a time table
+test: test-packages go-toolchain setup test-tools ## the gate: the suite less its nightly tests, in tiers (tests/tiers.py), then a time table
 	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)
+
+test-all: test-packages go-toolchain setup test-tools ## everything: the gate, the nightly measurements, the benches' smoke runs
+	$(BIN)/python tests/tiers.py --all -- --durations=20 $(PYTEST_ARGS)
 
 clean: ## stop test beds, remove the virtualenv and caches in the repo (results/ stays)
 	-[ -x $(SIZER) ] && $(SIZER) testbed down --all

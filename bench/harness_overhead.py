@@ -114,6 +114,9 @@ def main() -> None:
     finally:
         testbed.stop()
     inside_median, bare_median = statistics.median(results["inside"]), statistics.median(results["bare"])
+    if not inside_median or not bare_median:  # no ratio to print: say why in one line, exit 1
+        which = "bare locust --headless" if not bare_median else "Locust inside the toolkit"
+        raise SystemExit(f"no ratio: {which} counted no request in its windows (a busy machine, or a short --window)")
     print(
         f"{args.client}: inside the toolkit {inside_median:,.0f}, bare locust --headless {bare_median:,.0f} "
         f"RPS per worker core; inside / bare = {inside_median / bare_median:.2f}"

@@ -17,6 +17,7 @@ from runner.profiles import PLAIN_PROFILE, TrafficProfile
 
 GENERATOR_CPU_LIMIT = 0.90  # a Locust worker at or above this share of the CPU it has is saturated
 GENERATOR_BUSY = 0.75  # ... and at this share it may fall behind its schedule (calibrate.WORKER_BUSY_TARGET)
+GENERATOR_IDLE = 0.25  # ... and a worker behind at under this share was waiting for a CPU, not short of its own
 HELD_BACK_GAP_SHARE = 0.5  # p99 over this share of a paced user's gap between requests delays its next one
 BACKEND_CPU_LIMIT = 0.90
 FAIL_RATIO_LIMIT = 0.01
@@ -109,8 +110,20 @@ def generator_shortfall(step: Step, previous: Sequence[Step], context: GuardCont
         detail=f"load not delivered: {step.rps:,.0f} of {offered:,.0f} offered RPS "
         f"({step.rps / offered:.0%}) with Envoy at {step.cpu_utilization_mean:.0%}, the busiest Locust worker "
         f"at {step.generator_cpu_max:.0%} of its CPU",
-        advice=f"add Locust workers (WORKERS={context.workers + 1} or more), use the lean client, "
-        "or leave the generator more CPU",
+        advice=_shortfall_advice(step, context),
+    )
+
+
+def _shortfall_advice(step: Step, context: GuardContext) -> str:
+    """More generator when it was busy; a busy machine when it was idle but behind (a process starved of CPU by
+    others, or by the hypervisor, reads idle: more Locust workers on the same cores would not help)."""
+    if step.generator_cpu_max >= GENERATOR_IDLE:
+        more = f"WORKERS={context.workers + 1} or more"
+        return f"add Locust workers ({more}), use the lean client, or leave the generator more CPU"
+    steal = f"steal time {step.steal_share:.1%} in this window" if step.steal_share is not None else "steal not read"
+    return (
+        "the generator was idle but behind: something else held this machine's CPU (other processes, or the "
+        f"hypervisor: {steal}); measure on a quiet machine, more Locust workers would not help"
     )
 
 

@@ -1,92 +1,186 @@
-"""`make test`: the suite in tiers, one pytest run each, and a table of how long each took.
+"""`make test` and `make test-all`: the suite in tiers, one pytest run each, and a table of how long each took.
 
-The tiers that measure CPU (the local platform's real sweeps, the one-machine cluster) run one test at a time
-on a machine with nothing else on it; the tiers that only check behaviour (pure logic, the benches' smoke runs,
-a real API server's answers, faults and signals) run at the same time as one another, each on both cores with
-pytest-xdist: they mostly wait on processes, not on the CPU. The first of them prints as it goes, the others
+Every selection of the suite lives here. `make test` is the gate: every tier less the tests marked `nightly`
+(a test whose verdict a busy or slow machine of this kind moves: knees against their intervals, ratios, guards
+that drive a process to its quota, timings; and what repeats a path the gate already covers). `make test-all`
+(`--all`) is everything, the nightly tests and the bench scripts' smoke runs included.
+
+The tiers that measure CPU run one test at a time with nothing beside them; the tiers that drive load and judge
+its delivery (faults, signals, the bench scripts) run two tests at a time with nothing else beside them; the tiers
+that drive no load (pure logic, a real API server's answers, the report in Chromium) run side by side, and the
+one-machine cluster comes up beside them, once per run. The first tier of a phase prints as it goes, the others
 when they end. Every tier runs even when one before it failed, so one run shows every failure; the exit status
-is the first failing tier's.
+is the first failing tier's. pytest's exit 5 (no test selected: a tier whose tests are all nightly) is no failure.
 
-    python tests/tiers.py [--tier local ...] [-- extra pytest arguments for every tier]
+    python tests/tiers.py [--all] [--tier local ...] [-- extra pytest arguments for every tier]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
+import re
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKERS = "2"  # pytest-xdist workers for the tiers that measure nothing
+NIGHTLY = "nightly"  # the marker of the tests that only `make test-all` runs
+NO_TESTS = 5  # pytest's exit status when nothing was selected
 PURE = "not slow and not kubernetes and not cluster"
-TIMED = ("tests/local", "tests/locustfile", "tests/bench/test_openloop.py")  # real processes and timing: one at a time
+TIMED = ("tests/local", "tests/locustfile", "tests/bench/test_openloop.py")  # real processes on this machine
+CLUSTER_MAKE = ("make", "-f", "k8s/cluster.mk")
+STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # tests/cluster_infra may take down what this run made
+PHASE = re.compile(r"^\d\d:\d\d:\d\d \[(\d+)s\] (.*)$")  # k8s/cluster/up.sh's `phase` lines
 
 
 @dataclass(frozen=True)
 class Tier:
     name: str
     what: str
-    args: tuple[str, ...]
-    parallel: bool
+    paths: tuple[str, ...] = ()
+    marks: str = ""  # the tier's own marker expression; the gate adds "not nightly"
+    workers: int = 0  # pytest-xdist workers (0: one test at a time, in the pytest process)
     beside: bool = False  # runs at the same time as the tier before it (and that one's other companions)
+    command: tuple[str, ...] = ()  # a step that is not pytest (bringing the cluster up)
+    needs_cluster: bool = False
+
+    def argv(self, everything: bool, extra: list[str]) -> list[str]:
+        if self.command:
+            return list(self.command)
+        marks = self.marks if everything else f"({self.marks}) and not {NIGHTLY}" if self.marks else f"not {NIGHTLY}"
+        workers = ["-n", str(self.workers)] if self.workers else []
+        return [sys.executable, "-m", "pytest", *self.paths, "-m", marks, *workers, *extra]
 
 
+CLUSTER_UP = Tier(
+    "cluster-up",
+    "the one-machine cluster, once for the cluster tier (make cluster-up; nothing to do when it is up)",
+    command=(*CLUSTER_MAKE, "cluster-up"),
+    beside=True,
+)
+CLUSTER_DOWN = Tier("cluster-down", "what cluster-up made, removed", command=(*CLUSTER_MAKE, "cluster-down"))
 TIERS = (
-    Tier("local", "real Envoy, nginx, Locust and Prometheus on this machine that measure CPU: one at a time",
-         (*TIMED, "-m", "not parallel_safe"), parallel=False),
-    Tier("local-faults", "real components whose checks a busy CPU does not move (faults, signals, errors)",
-         (*TIMED, "-m", "parallel_safe"), parallel=True),
-    Tier("bench", "every bench script once, tiny; the report in Chromium",
-         ("tests/bench", "tests/report", "--ignore=tests/bench/test_openloop.py", "-m", "slow"), parallel=True,
-         beside=True),
-    Tier("pure", "logic, engine, report: no real component",
-         ("tests", *(f"--ignore={path}" for path in TIMED), "-m", PURE), parallel=True, beside=True),
-    Tier("kubernetes", "a real kube-apiserver and etcd; k8s/'s build, chart and manifest checks",
-         ("tests/kubernetes", "tests/cluster_infra", "-m", "kubernetes and not cluster"), parallel=True,
-         beside=True),
-    Tier("cluster", "the one-machine cluster (measures CPU: one at a time)",
-         ("tests/cluster", "tests/cluster_infra", "-m", "cluster"), parallel=False),
-)  # fmt: skip
+    Tier(
+        "local",
+        "real Envoy, nginx, Locust and Prometheus on this machine, judged on CPU and time: one at a time",
+        TIMED,
+        "not parallel_safe",
+    ),
+    Tier(
+        "local-faults",
+        "real components under load far below every knee (faults, signals, errors): two at a time, alone",
+        TIMED,
+        "parallel_safe",
+        workers=2,
+    ),
+    Tier(
+        "bench",
+        "every bench script once, tiny (test-all): two at a time, alone",
+        ("tests/bench", "--ignore=tests/bench/test_openloop.py"),
+        "slow",
+        workers=2,
+    ),
+    Tier("pure", "logic, engine, report: no real component", ("tests", *(f"--ignore={p}" for p in TIMED)), PURE, 2),
+    Tier("browser", "the report in headless Chromium", ("tests/report",), "slow", beside=True),
+    Tier(
+        "kubernetes",
+        "a real kube-apiserver and etcd; k8s/'s build, chart and manifest checks",
+        ("tests/kubernetes", "tests/cluster_infra"),
+        "kubernetes and not cluster",
+        workers=2,
+        beside=True,
+    ),
+    CLUSTER_UP,
+    Tier(
+        "cluster",
+        "the one-machine cluster (measures CPU: one at a time)",
+        ("tests/cluster", "tests/cluster_infra"),
+        "cluster",
+        needs_cluster=True,
+    ),
+)
 
 
-def command(tier: Tier, extra: list[str]) -> list[str]:
-    argv = [sys.executable, "-m", "pytest", *tier.args, *extra]
-    return [*argv, "-n", WORKERS] if tier.parallel else argv
+@dataclass
+class Result:
+    tier: Tier
+    code: int | None  # None: not run
+    seconds: float
+    phases: list[tuple[str, int]] = field(default_factory=list)  # cluster-up's phases: (what, seconds)
+    note: str = ""
+
+    def verdict(self) -> str:
+        if self.code is None:
+            return f"not run ({self.note})"
+        if self.code == 0:
+            return self.note or "passed"
+        return "no tests" if self.code == NO_TESTS and not self.tier.command else f"failed (exit {self.code})"
+
+    def failed(self) -> bool:
+        return self.code is None or self.code not in (0, NO_TESTS) or (bool(self.tier.command) and self.code != 0)
 
 
-def run_phase(phase: list[Tier], extra: list[str]) -> list[tuple[Tier, int, float]]:
-    """The tiers of one phase at the same time: the first prints as it runs, the others into a file each, printed
-    when it ends. Returns (tier, exit status, seconds) per tier."""
-    started = time.monotonic()
-    running: list[tuple[Tier, subprocess.Popen[bytes], IO[bytes] | None]] = []
-    results = []
-    with contextlib.ExitStack() as files:
-        for position, tier in enumerate(phase):
-            print(f"\n=== tier {tier.name}: {tier.what}\n$ {' '.join(command(tier, extra)[1:])}", flush=True)
-            output = None if position == 0 else files.enter_context(tempfile.TemporaryFile())
-            env = {**os.environ, "GATEWAY_SIZER_TIER": tier.name}
-            process = subprocess.Popen(command(tier, extra), cwd=ROOT, env=env, stdout=output, stderr=output)
-            running.append((tier, process, output))
-        ended: dict[str, float] = {}
-        while len(ended) < len(running):  # each tier's own end, for the time table
-            for tier, process, _ in running:
-                if tier.name not in ended and process.poll() is not None:
-                    ended[tier.name] = time.monotonic() - started
-            time.sleep(0.5)
-        for tier, process, output in running:
-            results.append((tier, process.wait(), ended[tier.name]))
-            if output is not None:
-                output.seek(0)
-                print(f"\n=== tier {tier.name} (ran beside {phase[0].name}):", flush=True)
-                sys.stdout.buffer.write(output.read())
+def up_phases(output: str) -> list[tuple[str, int]]:
+    """(what, seconds) per `phase` line of k8s/cluster/up.sh: from its start to the next one's."""
+    marks = [(int(m.group(1)), m.group(2)) for line in output.splitlines() if (m := PHASE.match(line))]
+    return [(what, (marks[i + 1][0] if i + 1 < len(marks) else at) - at) for i, (at, what) in enumerate(marks)]
+
+
+class Job:
+    """One tier's process; what it prints is kept, and the first tier of a phase also prints it as it comes."""
+
+    def __init__(self, tier: Tier, argv: list[str], env: dict[str, str], live: bool) -> None:
+        self.tier, self.live, self.output = tier, live, bytearray()
+        pipe, merged = subprocess.PIPE, subprocess.STDOUT
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=merged)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output += line
+            if self.live:
+                sys.stdout.buffer.write(line)
                 sys.stdout.flush()
+
+    def wait(self) -> int:
+        code = self.process.wait()
+        self.reader.join()
+        return code
+
+
+def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[str, str]) -> list[Result]:
+    """The tiers of one phase at the same time: the first prints as it runs, the others when they end."""
+    started = time.monotonic()
+    jobs: list[Job] = []
+    for tier in phase:
+        argv = tier.argv(everything, extra)
+        shown = argv if tier.command else argv[1:]
+        print(f"\n=== tier {tier.name}: {tier.what}\n$ {' '.join(shown)}", flush=True)
+        jobs.append(Job(tier, argv, {**env, "PYTHONUNBUFFERED": "1"}, live=not jobs))
+    ended: dict[str, float] = {}
+    while len(ended) < len(jobs):  # each tier's own end, for the time table
+        for job in jobs:
+            if job.tier.name not in ended and job.process.poll() is not None:
+                ended[job.tier.name] = time.monotonic() - started
+        time.sleep(0.5)
+    results = []
+    for job in jobs:
+        result = Result(job.tier, job.wait(), ended[job.tier.name])
+        if not job.live:
+            print(f"\n=== tier {job.tier.name} (ran beside {phase[0].name}):", flush=True)
+            sys.stdout.buffer.write(job.output)
+            sys.stdout.flush()
+        if job.tier.command:
+            result.phases = up_phases(job.output.decode(errors="replace"))
+            if any(what == "cluster already up" for what, _ in result.phases):
+                result.note = "already up"
+        results.append(result)
     return results
 
 
@@ -101,24 +195,47 @@ def phases(chosen: list[Tier]) -> list[list[Tier]]:
     return grouped
 
 
+def table(results: list[Result], wall_s: float, title: str) -> None:
+    print(f"\n=== {title}: time per tier (tiers run beside one another overlap)")
+    width = max(len(t.name) for t in TIERS) + 4
+    print(f"{'tier':<{width}}{'result':<24}{'minutes':>8}")
+    for result in results:
+        print(f"{result.tier.name:<{width}}{result.verdict():<24}{result.seconds / 60:>8.1f}")
+        for what, seconds in result.phases:  # where a bring-up's time went
+            print(f"  {what[: width + 20]:<{width + 22}}{seconds / 60:>8.1f}")
+    print(f"{'total (wall)':<{width + 24}}{wall_s / 60:>8.1f}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tier", action="append", choices=[t.name for t in TIERS], help="run only these tiers")
+    parser.add_argument("--all", action="store_true", help="make test-all: the nightly tests too")
+    names = [t.name for t in TIERS if not t.command]
+    parser.add_argument("--tier", action="append", choices=names, help="run only these tiers")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to every tier's pytest")
     args = parser.parse_args()
     extra = [a for a in args.pytest_args if a != "--"]
-    chosen = [t for t in TIERS if not args.tier or t.name in args.tier]
+    chosen = [t for t in TIERS if not args.tier or t.name in args.tier or (t is CLUSTER_UP and "cluster" in args.tier)]
     started = time.monotonic()
-    results = [result for phase in phases(chosen) for result in run_phase(phase, extra)]
-    print("\n=== make test: time per tier (tiers run beside one another overlap)")
-    width = max(len(t.name) for t in TIERS) + 2
-    print(f"{'tier':<{width}}{'result':<16}{'minutes':>8}")
-    for tier, code, seconds in results:
-        verdict = "passed" if code == 0 else ("no tests" if code == 5 else f"failed (exit {code})")
-        print(f"{tier.name:<{width}}{verdict:<16}{seconds / 60:>8.1f}")
-    print(f"{'total (wall)':<{width + 16}}{(time.monotonic() - started) / 60:>8.1f}", flush=True)
-    failed = [code for _, code, _ in results if code != 0]
-    return failed[0] if failed else 0
+    results: list[Result] = []
+    brought_up = False
+    try:
+        for phase in phases(chosen):
+            up = next((r for r in results if r.tier is CLUSTER_UP), None)
+            if up is not None and up.code != 0 and any(t.needs_cluster for t in phase):
+                results += [Result(t, None, 0.0, note="cluster-up failed") for t in phase]
+                continue
+            # tests/cluster_infra's second bring-up may take down a cluster this run made, not one it found up
+            env = {**os.environ, **({STARTED_BY_TESTS: "1"} if brought_up else {})}
+            results += run_phase(phase, args.all, extra, env)
+            brought_up = brought_up or any(r.tier is CLUSTER_UP and r.code == 0 and not r.note for r in results)
+    finally:
+        if brought_up:  # this run made the cluster: it takes it down again (test_cluster.py may have already)
+            down_started = time.monotonic()
+            down = subprocess.run([*CLUSTER_MAKE, "cluster-down"], cwd=ROOT, stdin=subprocess.DEVNULL)
+            results.append(Result(CLUSTER_DOWN, down.returncode, time.monotonic() - down_started))
+    table(results, time.monotonic() - started, "make test-all" if args.all else "make test")
+    failed = [r for r in results if r.failed()]
+    return next((r.code for r in failed if r.code), 1) if failed else 0
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
     python3 k8s/images/build_images.py [--import --address SOCK] [--refs] [IMAGE ...]
 
-IMAGE is any of: pause nginx envoy contour prometheus coredns locust runner (default: all). Each image becomes an
-OCI image-layout tarball in $CACHE/images/<name>.tar. An image is rebuilt only when the content hash of
+IMAGE is any of: pause nginx envoy contour prometheus coredns locust runner (default: every image but the runner's,
+which only the chart's runner Job uses: name it to build it). Each image becomes an OCI image-layout tarball in
+$CACHE/images/<name>.tar. An image is rebuilt only when the content hash of
 its inputs (files, wheels, binaries, this builder) changed; with --import it is loaded into containerd
 (`ctr -n k8s.io images import`) only when containerd does not already hold that exact manifest.
 --refs prints the image references as shell assignments (IMAGE_ENVOY=localhost/envoy:1.40.0) and builds
@@ -356,6 +357,9 @@ IMAGES: dict[str, Image] = {
     "locust": Image(f"localhost/locust:{LOCUST_VERSION}", spec_locust),
     "runner": Image("localhost/gateway-sizer:dev", spec_runner),
 }
+# What cluster-up builds and imports: the images its workloads run. The runner image holds this checkout's code, so it
+# would change with every commit; it is built when named (tests/cluster/test_runner_job.py does).
+CLUSTER_IMAGES = tuple(name for name in IMAGES if name != "runner")
 
 
 def build(name: str) -> tuple[Path, str]:
@@ -383,13 +387,15 @@ def containerd_digests(ctr: list[str]) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("images", nargs="*", metavar="IMAGE", help=f"one of {', '.join(IMAGES)}")
+    parser.add_argument(
+        "images", nargs="*", metavar="IMAGE", help=f"one of {', '.join(IMAGES)} (default: all but runner)"
+    )
     parser.add_argument("--import", dest="do_import", action="store_true", help="import into containerd")
     parser.add_argument("--address", default="/run/containerd/containerd.sock", help="containerd socket")
     parser.add_argument("--namespace", default="k8s.io", help="containerd namespace (the CRI's is k8s.io)")
     parser.add_argument("--refs", action="store_true", help="print IMAGE_<NAME>=<ref> lines, build nothing")
     args = parser.parse_args(argv)
-    names = args.images or list(IMAGES)
+    names = args.images or (list(IMAGES) if args.refs else list(CLUSTER_IMAGES))
     unknown = [n for n in names if n not in IMAGES]
     if unknown:
         print(f"error: unknown image {', '.join(unknown)} (known: {', '.join(IMAGES)})", file=sys.stderr)

@@ -302,6 +302,7 @@ def test_reads_a_cgroup_v2_folder(binary, tmp_path):
 
 # -- real nginx and Envoy ------------------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.nightly  # a rate within 1%: a measurement of the bench's generator (bench/openloop_check.py)
 @pytest.mark.parametrize("arrivals", ["uniform", "poisson", "synchronized"])
 def test_rate_accuracy_against_a_real_nginx(binary, testbed_factory, arrivals):
     testbed = testbed_factory()
@@ -318,6 +319,7 @@ def test_rate_accuracy_against_a_real_nginx(binary, testbed_factory, arrivals):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # CPU per request against a quota: a measurement of the bench's generator and meter
 def test_envoy_cpu_matches_its_cgroup_counter(binary, testbed_factory):
     testbed = testbed_factory()
     testbed.scale_backend(1)

@@ -13,7 +13,8 @@ import pytest
 from runner.platforms.kubernetes import workloads
 from support.cluster import scenario_file, sizer
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# make test-all: Contour's resources per configuration, a branch of the same patch-and-restore the gate's sweeps run
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.nightly]
 CONTOUR = workloads.Workload("Deployment", "projectcontour", "contour", "contour")
 SIZES = [{"cpu": "200m", "memory": "256Mi"}, {"cpu": "300m", "memory": "320Mi"}]
 

@@ -15,7 +15,8 @@ from runner.platforms.kubernetes.loadgen import LocustNames
 from runner.results import load_summary
 from support.cluster import PROMETHEUS, run_dir_of, scenario_file, sizer
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# make test-all: how two workers and two replicas share a load, each share measured against a bound
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.nightly]
 # One fixed rate far below a 500m Envoy's knee on any machine of this kind: the test checks how the load is spread,
 # not where the knee is. Each check holds window by window; an 8 s window holds 4 of Prometheus' 2 s scrapes of the
 # pods' CPU counters. Uniform arrivals: the window holds 2,400 requests, not a Poisson count whose 2% spread would

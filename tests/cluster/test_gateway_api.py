@@ -152,6 +152,7 @@ def test_a_gateway_api_sweep_sizes_envoy_through_its_contourdeployment_and_puts_
     _as_before(admin, parameters, template)
 
 
+@pytest.mark.nightly  # the gate sends SIGTERM to a classic run (test_kubernetes_faults.py); this is its gateway twin
 @pytest.mark.timeout(1200)
 def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeployment_back(
     cluster, runner_kubeconfig, tmp_path
@@ -179,6 +180,7 @@ def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeploym
     _as_before(admin, parameters, template)
 
 
+@pytest.mark.nightly  # a cost ratio, and 120 RPS sits near tls-new-connection's knee on a node 2x slower
 @pytest.mark.timeout(1800)
 def test_tls_profiles_on_a_gateway_api_install_are_served_by_https_listeners_the_run_adds_and_removes(
     cluster, runner_kubeconfig, tmp_path

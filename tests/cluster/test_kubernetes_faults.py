@@ -44,7 +44,6 @@ PAUSE_S = 30.0
 ENVOY_SAMPLES = 'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="ingress_http"}[10s]'  # raw samples
 ENVOY_SCRAPE_S = 2.0  # how often the cluster's Prometheus scrapes Envoy
 QUIET_S = 10.0  # after the load stopped, Envoy serves nothing for this long
-FINISHED = ("saturated", "not-saturated", "invalid")
 
 
 def _gateway(admin: Cluster) -> tuple[object, object, int]:
@@ -84,6 +83,7 @@ SHORT_FIXED = {
 }
 
 
+@pytest.mark.nightly  # 30 s of pause and the windows around it: a fault class the gate's API-server tests cover
 @pytest.mark.timeout(2400)
 def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster, tmp_path):
     kubeconfig, admin = cluster
@@ -122,7 +122,12 @@ def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster,
     # the outcome: every call rode the pause out (API, service proxy, Prometheus, the heartbeats' 60 s),
     # so no configuration failed and the window measured across the pause holds real figures
     assert run.returncode == 0 and summary["status"] == "complete", (summary["reason"], err[-2000:])
-    assert first["status"] in FINISHED and second["status"] in FINISHED
+    # not-saturated, each: 100 and 150 RPS are far below the knee at 150m and 300m (a node 3.5x slower than the
+    # development VM would still serve 150 RPS at 150m under 90%), and no guard fired: a window the pause spoilt
+    # (load not delivered, counts that disagree) would make its configuration invalid
+    for config in (first, second):
+        assert config["status"] == "not-saturated", (config["status"], config["reason"])
+        assert not any(s["guards"] for s in config["steps"]), [s["guards"] for s in config["steps"]]
     assert hit and all(s["rps"] > 0 and s["cpu_utilization_mean"] > 0 for s in hit)
     _assert_restored(admin, before)
 
@@ -130,6 +135,7 @@ def test_the_api_server_paused_30_s_in_a_measuring_window_is_ridden_out(cluster,
 # on_failure: stop (the second configuration never applied, the run failed) is the engine's logic, the same on every
 # platform: tests/engine/test_sweep_engine.py checks it. Here the cluster's side: the rollout's failure, the reason
 # and the restore after it.
+@pytest.mark.nightly  # waits out a 30 s rollout timeout; the failed-configuration path is the local faults' too
 @pytest.mark.timeout(2400)
 def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_goes_on(cluster, tmp_path):
     kubeconfig, admin = cluster
@@ -165,7 +171,10 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     assert first["reason"].count("Insufficient cpu") == 1, first["reason"]  # the scheduler's message once
     last_line = result.stderr.strip().splitlines()[-1]
     (second,) = rest  # on_failure: continue, the second configuration measured after the failed one
-    assert second["status"] in FINISHED and second["steps"], second["reason"]
+    # not-saturated: 100 and 150 RPS far below the knee at 150m, every window clean (invalid would mean the failed
+    # rollout's restore left something that spoilt the next measurement)
+    assert second["status"] == "not-saturated" and second["steps"], (second["status"], second["reason"])
+    assert not any(s["guards"] for s in second["steps"]), [s["guards"] for s in second["steps"]]
     assert summary["status"] == "partial"
     assert last_line.startswith("gateway-sizer: run partial: 1 of 2 configuration(s) did not finish"), last_line
     _assert_restored(admin, before)
@@ -180,6 +189,7 @@ def _envoy_requests() -> tuple[float, float]:
     return min(float(t) for t, _ in latest), sum(float(v) for _, v in latest)
 
 
+@pytest.mark.nightly  # waits out the 60 s dead-man switch and times when the load stopped against it
 @pytest.mark.timeout(1800)
 def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cluster, tmp_path):
     kubeconfig, admin = cluster
@@ -311,6 +321,7 @@ NO_QUOTA = {"envoy.cpu": [0.05], "load.rounds": 1, "load.search": "fixed", "load
             "load.step_seconds": 6, "load.warmup_seconds": 2, "load.settle_seconds": 1}  # fmt: skip
 
 
+@pytest.mark.nightly  # Envoy past its limit with no window to spare; the local faults' quota test is the gate's
 @pytest.mark.timeout(1500)
 def test_envoy_without_its_cfs_quota_on_the_node_makes_the_configuration_invalid(cluster, tmp_path):
     kubeconfig, admin = cluster

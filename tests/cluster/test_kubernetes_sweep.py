@@ -21,6 +21,7 @@ from kubernetes import client
 
 from runner.commands.sweep import EXIT_INCOMPLETE
 from runner.errors import UsageError
+from runner.figures import control_drift
 from runner.model import FINISHED
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
@@ -36,7 +37,11 @@ from support.cluster import (
     scenario_file,
     sizer,
 )
-from support.knees import added_us_per_request, assert_windows_bracket_the_knee
+from support.knees import (
+    added_us_per_request,
+    assert_knee_counts_the_rounds_it_fitted,
+    assert_windows_bracket_the_knee,
+)
 from support.processes import run_sizer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -100,18 +105,24 @@ def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place
     for config in summary.configs:
         assert config.status == "saturated", (config.reason, config.search)
         knee = config.knee
-        assert knee is not None and knee.method == "rounds" and knee.rounds == 2, knee
+        assert knee is not None, config.reason
+        # 2 rounds, or 1 when a round dropped out of the fit, and the search line says so
+        assert_knee_counts_the_rounds_it_fitted(config, summary.threshold, planned=2)
         assert_windows_bracket_the_knee(config)  # measured, not assumed
         assert config.envoy.concurrency == 1  # auto: one worker per started core, set by the patch
         assert all(s.throttled_share is not None for s in config.steps)  # cAdvisor's CFS counters reach the run
         assert any(s.throttled_share for s in config.steps if s.cpu_utilization_mean >= 0.9)  # the kubelet's quota
         # two rounds give no interval (one from the scatter between rounds needs three), and the search says so
-        assert knee.interval is None and config.search is not None and "no interval" in config.search, config.search
+        if knee.method == "rounds":
+            assert knee.interval is None and config.search is not None and "no interval" in config.search, config.search
     # from round 1's second configuration to the last window the kubelet resized the same pods in place: no
     # rollout, no restart (restore then rolls the original arguments back out). Round 2 visits both configurations,
     # so at least one resize to the other limit falls in that span (sampled every second)
     assert len(seen) >= 10 and all(pods == seen[0] for pods in seen), f"Envoy's pods changed between rounds: {seen}"
-    assert "speed moved" in out or "was not measured" in out
+    # the control window, measured in both rounds, states the machine's drift on the console
+    drift = control_drift(summary)
+    assert drift is not None and len(drift.rounds) == 2, summary.rounds
+    assert f"speed moved +-{drift.spread:.1%}" in out, out[-2000:]
     assert workloads.get_pod_resources(admin, ENVOY) == before
     assert workloads.get_args(admin, ENVOY) == args_before
     assert workloads.changed_by(admin, ENVOY) is None
@@ -134,6 +145,7 @@ def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place
 PROFILES = ["tls", "tls-new-connection", "body-16k", "body-1000"]
 
 
+@pytest.mark.nightly  # a cost ratio, and 120 RPS sits near tls-new-connection's knee on a node 2x slower
 @pytest.mark.timeout(2400)
 def test_tls_and_body_profiles_as_the_runner_account_are_served_and_leave_no_secret_or_proxy(
     cluster, runner_kubeconfig, tmp_path
@@ -252,6 +264,7 @@ ROUTE_SWEEP = {"envoy.cpu": [0.3], "memory": {"routes": [0, 10, 100], "route_pro
                                               "settle_seconds": 2, "hold_seconds": 6}}  # fmt: skip
 
 
+@pytest.mark.nightly  # route programming timings and Contour's working set: figures, bounded by orders of magnitude
 @pytest.mark.timeout(1800)
 def test_a_route_sweep_of_100_httpproxies_times_route_programming_reads_contour_and_leaves_no_proxy(
     cluster, runner_kubeconfig, tmp_path

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from runner.model import FINISHED
 from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
@@ -73,12 +72,13 @@ def _left(admin: Cluster) -> list[str]:
     return left
 
 
+@pytest.mark.nightly  # builds and imports the runner image from this checkout (only this test needs it)
 @pytest.mark.timeout(2400)
 def test_helm_installs_the_runner_as_a_job_whose_report_fetch_brings_home_and_uninstall_leaves_nothing(
     cluster, tmp_path
 ):
     kubeconfig, admin = cluster
-    # the runner image of this checkout, as cluster-up builds it (unchanged code: nothing rebuilt or imported)
+    # the runner image of this checkout (cluster-up builds no runner image: built and imported here, when it changed)
     run([sys.executable, str(PROJECT_ROOT / "k8s" / "images" / "build_images.py"), "--import", "--address",
          CONTAINERD_SOCK, "runner"], timeout=1200)  # fmt: skip
     before = workloads.get_pod_resources(admin, ENVOY)
@@ -105,10 +105,13 @@ def test_helm_installs_the_runner_as_a_job_whose_report_fetch_brings_home_and_un
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["status"] == "complete" and summary["platform"] == "kubernetes", summary["reason"]
         (config,) = summary["configs"]
-        assert config["status"] in FINISHED, config["reason"]
         windows = [(s["target_rps"], s["rps"], s["cpu_utilization_mean"]) for s in config["steps"]]
+        # not-saturated: both rates far below a 200m Envoy's knee; every window clean and served in full (the Job's
+        # Locust reached the gateway from inside the cluster), with Envoy's CPU read through the cluster's Prometheus
+        assert config["status"] == "not-saturated", (config["status"], config["reason"], windows)
         assert [target for target, _, _ in windows] == LEVELS, windows  # every level measured in the cluster
-        assert all(rps > 0 and cpu > 0 for _, rps, cpu in windows), windows
+        assert not any(s["guards"] for s in config["steps"]), [s["guards"] for s in config["steps"]]
+        assert all(rps >= 0.9 * target and 0 < cpu < 0.9 for target, rps, cpu in windows), windows
         html = (run_dir / "report.html").read_text()
         for _, rps, _ in windows:  # the report rendered here from the Job's records: each window's RPS, in bold
             assert f'<td class="n strong">{rps:,.0f}</td>' in html, rps

@@ -25,7 +25,8 @@ import pytest
 from support.cluster import run
 from support.project import CACHE, K8S
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# make test-all: a second bring-up, from a host with no cluster; the gate's cluster tier brings one up once
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.nightly]
 
 CLUSTER_DIR = CACHE / "cluster"
 PROMETHEUS = "http://10.96.0.90:9090"

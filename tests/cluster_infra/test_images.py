@@ -15,8 +15,6 @@ import pytest
 from support.cluster import run
 from support.project import K8S
 
-pytestmark = pytest.mark.cluster
-
 
 def blob(layout: tarfile.TarFile, digest: str) -> bytes:
     data = layout.extractfile("blobs/sha256/" + digest.split(":")[1]).read()

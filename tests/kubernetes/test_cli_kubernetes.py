@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from runner.scenario import load_scenario
 from support.k8s import ORIGINAL, create, gateway, locust_spec, scenario_file, workload
 from support.processes import one_line, run_sizer
 from support.project import TESTS, child_env
+from support.wait import until
 
 pytestmark = pytest.mark.kubernetes
 KILLED_LEASE_S = 20  # CRASHING_RUN's Lease: outlasts the kill and a restore's start on a busy machine (8 s did not)
@@ -133,6 +134,13 @@ def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> Path:
     return run_dir
 
 
+def _lease_expired(admin, namespace: str) -> bool:
+    """The gateway's Lease not renewed for its duration, by the API server's record and this machine's clock."""
+    lease = client.CoordinationV1Api(admin.api).read_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+    renewed, duration = lease.spec.renew_time, lease.spec.lease_duration_seconds
+    return (datetime.now(UTC) - renewed).total_seconds() > duration
+
+
 def _assert_restored(admin, namespace: str) -> None:
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     nginx = wl.Workload("Deployment", namespace, "nginx", "nginx")
@@ -186,7 +194,8 @@ def test_a_new_run_refuses_a_gateway_that_carries_a_killed_runs_changes(apiserve
     gateway(admin, namespace)
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
-    time.sleep(KILLED_LEASE_S + 0.5)  # once its Lease has expired, its annotation still protects the gateway
+    until(lambda: _lease_expired(admin, namespace), KILLED_LEASE_S + 10, "the killed run's Lease to expire")
+    # once its Lease has expired, its annotation still protects the gateway
     result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "new"))
     one_line(
         result,

@@ -52,6 +52,7 @@ def _closed_by_envoy(sock: socket.socket) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_holds_connections_each_after_one_answered_request_then_releases_them(testbed_factory):
     testbed, master = _up(testbed_factory)
     requests_before = _stat(testbed, "http.ingress_http.downstream_rq_2xx")
@@ -86,6 +87,7 @@ def _read_response(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_refreshes_keep_held_connections_open_past_envoys_idle_timeout(testbed_factory):
     # Envoy closes idle connections after 6 s here instead of Contour's 60 s: the same race, a tenth the time
     testbed, master = _up(testbed_factory, idle_timeout_s=IDLE_S)
@@ -112,6 +114,7 @@ def test_refreshes_keep_held_connections_open_past_envoys_idle_timeout(testbed_f
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_the_dead_mans_switch_releases_held_connections(testbed_factory):
     testbed, master = _up(testbed_factory)
     master.heartbeat(2.0, {"run_id": "switch-test"})
@@ -125,6 +128,7 @@ def test_the_dead_mans_switch_releases_held_connections(testbed_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_the_holder_refuses_what_it_cannot_hold_and_counts_failed_connections(testbed_factory):
     testbed, master = _up(testbed_factory)
     url = testbed.gateway_url
@@ -146,6 +150,7 @@ def test_the_holder_refuses_what_it_cannot_hold_and_counts_failed_connections(te
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_the_probe_reports_when_a_route_first_answers(testbed_factory):
     testbed, master = _up(testbed_factory)
     master.start_probe(testbed.gateway_url, EXTRA_ROUTE_HOST.format(index=7), timeout_s=60)
@@ -162,6 +167,7 @@ def test_the_probe_reports_when_a_route_first_answers(testbed_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # timings (idle timeouts, refreshes, polls); the gate's memory sweep holds connections
 def test_a_probe_of_a_route_that_never_comes_times_out_after_a_bounded_number_of_polls(testbed_factory):
     testbed, master = _up(testbed_factory, extra_routes=10)
     master.start_probe(testbed.gateway_url, EXTRA_ROUTE_HOST.format(index=10), timeout_s=1.0)  # hosts 0-9 exist

@@ -70,6 +70,7 @@ def _finish(sweep: subprocess.Popen, tmp_path: Path) -> dict:
     return json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())["configs"][0]
 
 
+@pytest.mark.nightly  # drives a process to its quota: a busy or slow machine moves which guard speaks first
 def test_one_fasthttp_worker_held_to_a_quarter_core_in_a_closed_loop_is_generator_saturated(tmp_path):
     # 50 FastHttpUsers with no wait keep their one worker busy whatever the machine; held to a quarter of a core
     # (load.worker_cpu) it uses all of that quota while Envoy, with a whole core, serves what it sends far below
@@ -84,6 +85,7 @@ def test_one_fasthttp_worker_held_to_a_quarter_core_in_a_closed_loop_is_generato
     assert max(s["cpu_utilization_mean"] for s in config["steps"]) < 0.9, config["steps"]
 
 
+@pytest.mark.nightly  # drives a process to its quota: a busy or slow machine moves which guard speaks first
 def test_nginx_capped_far_below_envoy_is_backend_saturated(tmp_path):
     # nginx spends a fraction of Envoy's CPU per request, and both scale with the machine: held to 40m, a twelfth
     # of Envoy's 500m, it saturates while Envoy is far from its threshold on any machine. start_rps only sets
@@ -103,6 +105,7 @@ def test_a_backend_answering_errors_fails_the_failure_guard(tmp_path):
 
 
 @pytest.mark.parallel_safe  # two counts of one load, 4x apart, far below the threshold
+@pytest.mark.nightly  # a second guard of the same kind as the failures one; needs the bench's Go generator
 def test_load_that_reaches_envoy_past_locust_fires_the_rps_mismatch_guard(tmp_path):
     # Locust offers 100 RPS; once its first window is saved, the open-loop generator (bench/openloop) adds 300 RPS
     # of its own at the same gateway for 14 s (2 s of warm-up, 12 measured): Envoy counts four times what the client
@@ -120,6 +123,7 @@ def test_load_that_reaches_envoy_past_locust_fires_the_rps_mismatch_guard(tmp_pa
 
 
 @pytest.mark.parallel_safe  # new connections per request, 0.5 against a limit of 0.05, far below the threshold
+@pytest.mark.nightly  # a second guard of the same kind as the failures one
 def test_connections_reset_under_a_keepalive_profile_fire_the_connections_off_profile_guard(tmp_path):
     # A middlebox resetting connections: once the first window is saved, every established connection to the
     # gateway is destroyed (ss -K) every 2 s for 12 s; the lean client connects again before its next request, so

@@ -17,7 +17,7 @@ from runner.figures import control_drift, knee_ratio
 from runner.model import ConfigResult
 from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
-from support.knees import assert_windows_bracket_the_knee
+from support.knees import assert_knee_counts_the_rounds_it_fitted, assert_windows_bracket_the_knee
 from support.processes import SIZER, alive, cgroup_tree, run_sizer
 
 # A fixed schedule for the signal tests: one round, one window per level (about 6 s each), so a signal sent after a
@@ -69,7 +69,8 @@ def test_a_sweep_in_rounds_stopped_by_ctrl_c_resumes_finds_both_knees_says_what_
         findings = [(s.rps, s.cpu_utilization_mean, s.guards) for s in config.steps if s.guards]
         assert config.status == "saturated", (config.reason, config.search, findings)
         knee = config.knee
-        assert knee is not None and knee.method == "rounds" and knee.rounds == 3, knee
+        assert knee is not None and knee.method == "rounds", knee  # 3 rounds, or 2 when one dropped out of the fit
+        assert_knee_counts_the_rounds_it_fitted(config, summary.threshold, planned=3)
         assert_windows_bracket_the_knee(config)  # measured, not assumed
         assert {s.round for s in config.steps} == {1, 2, 3}
         assert all(s.cpu_utilization_max <= 1.03 for s in config.steps)  # the quota held
@@ -81,10 +82,14 @@ def test_a_sweep_in_rounds_stopped_by_ctrl_c_resumes_finds_both_knees_says_what_
             assert config.search is not None and "no interval" in config.search, config.search
         _assert_capacity_is_where_the_windows_broke(config, slo_ms=50)
     small, large = summary.configs
+    assert small.knee is not None and large.knee is not None
+    # the two knees against what the run was given, not what it computed: twice the CPU limit serves at least 1.7
+    # times the rate (Envoy's fixed costs make it 2 or more: 2.13-2.36 over five default runs of 2026-11-26; 1.7
+    # leaves the two knees' own scatter), and less than 6 times (4.1 on CI for 150m/300m, whose smaller limit the
+    # fixed costs starve more). The ratio paired round by round, when the product gives one, says the same.
+    assert 1.7 <= large.knee.rps / small.knee.rps <= 6.0, (small.knee, large.knee)
     ratio = knee_ratio(large, small, summary.threshold)
-    # the ratio paired round by round and the ratio of the two knees agree within the paired ratio's interval
-    if ratio is not None and small.knee is not None and large.knee is not None:
-        assert ratio.low <= large.knee.rps / small.knee.rps <= ratio.high, (ratio, small.knee, large.knee)
+    assert ratio is None or 1.7 <= ratio.value <= 6.0, ratio
     drift = control_drift(summary)
     windows = [(s.round, round(s.rps), f"{s.cpu_utilization_mean:.2f}", s.throttled_share, s.control)
                for s in small.steps]  # fmt: skip

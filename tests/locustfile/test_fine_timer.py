@@ -25,6 +25,7 @@ def _probe(timer: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.nightly  # how far apart wake-ups land: a timing, moved by a busy machine (bench/send_clustering.py)
 def test_users_wake_on_time_and_apart_where_gevent_sleep_wakes_them_together():
     # 200 users on one Poisson schedule of 1,000 wake-ups a second, each timer in turn, twice (the order turned):
     # the figures compare the two timers in one run on one machine, none is an absolute bound
@@ -41,6 +42,7 @@ def test_users_wake_on_time_and_apart_where_gevent_sleep_wakes_them_together():
         assert fine["dispersion_1ms"] < coarse["dispersion_1ms"], (fine, coarse)
 
 
+@pytest.mark.nightly  # on time: a timing, moved by a busy machine
 def test_a_sleeper_killed_while_it_waits_leaves_the_others_on_time():
     # Locust stops a waiting user by killing its greenlet: the timer must not wake it, nor lose the ones after it
     seen = _probe("fine", "kill")

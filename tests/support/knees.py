@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runner.knee import fit_windows
 from runner.model import ConfigResult, Step
 
 
@@ -26,3 +27,21 @@ def assert_windows_bracket_the_knee(config: ConfigResult, threshold: float = 0.9
     rates = [(s.rps, s.cpu_utilization_mean) for s in config.steps]
     assert any(r <= high and u < threshold for r, u in rates), (knee, rates)
     assert any(r >= low and u >= threshold for r, u in rates), (knee, rates)
+
+
+def assert_knee_counts_the_rounds_it_fitted(config: ConfigResult, threshold: float, planned: int) -> None:
+    """The knee counts the rounds the fit used, and the search line says how it was found. A round whose windows all
+    fall outside what the fit takes (runner.knee.fit_windows: guarded, clipped, or below ROUNDS_FLOOR of the
+    threshold) drops out of the knee: at most one of `planned`. With two or more rounds left the knee is the rounds
+    fit's, "from N rounds"; with one, one pass's or interpolated, and the search line says which."""
+    knee, search = config.knee, config.search or ""
+    assert knee is not None, config.reason
+    fitted = {s.round for s in fit_windows(config.steps, threshold)}
+    windows = [(s.round, round(s.rps), s.cpu_utilization_mean) for s in config.steps]
+    assert planned - 1 <= len(fitted) <= planned, (fitted, windows)
+    if len(fitted) >= 2:
+        assert knee.method == "rounds" and knee.rounds == len(fitted), (knee, fitted)
+        assert f"from {knee.rounds} rounds" in search, search
+    else:
+        assert knee.method in ("power-fit", "interpolated") and knee.rounds is None, knee
+        assert "from one pass" in search or "interpolated" in search, search

@@ -32,6 +32,18 @@ def test_offered_load_not_delivered_while_envoy_has_room():
     assert _names(saturated) == []  # Envoy at its limit is the expected reason
 
 
+def test_a_generator_idle_but_behind_names_a_busy_machine_not_more_workers():
+    # 215 of 845 RPS with the busiest worker at 7% of its CPU: starved by other processes on 2 cores (CI, 2026-11-27)
+    idle = make_step(0, users=40, rps=215, utilization=0.19, target_rps=845, generator_cpu_max=0.07, steal_share=0.012)
+    [finding] = check_step(idle, [], CONTEXT)
+    assert finding.guard == "generator-shortfall" and "the busiest Locust worker at 7% of its CPU" in finding.detail
+    assert finding.advice.startswith("the generator was idle but behind: something else held this machine's CPU")
+    assert "steal time 1.2% in this window" in finding.advice and "WORKERS" not in finding.advice
+    busy = make_step(0, users=40, rps=215, utilization=0.19, target_rps=845, generator_cpu_max=0.6)
+    [finding] = check_step(busy, [], CONTEXT)
+    assert finding.advice.startswith("add Locust workers (WORKERS=3 or more)")
+
+
 def test_a_short_poisson_window_may_fall_short_by_chance_but_not_by_more():
     """450 Poisson arrivals (150 RPS for 3 s) vary by 4.7%: 8% short is chance there, not in 10 s at 2,000 RPS."""
     assert _names(make_step(0, users=30, rps=138, utilization=0.3, target_rps=150, window_s=3.0)) == []
