@@ -114,11 +114,10 @@ lint: $(VENV)/.installed ## ruff (lint and format) and mypy (types) on the code 
 	$(BIN)/ruff format --check runner locustfiles tests bench
 	$(BIN)/mypy
 
-# The inner loop: pure logic and the engine on a simulated platform; starts no process, installs no package.
-FAST_TESTS := tests/unit tests/engine tests/report/test_report_analysis.py tests/report/test_report_sizing.py \
-	tests/report/test_report_compare.py tests/report/test_report_replicas.py tests/report/test_report_headline.py
+# The inner loop: pure logic and the engine on a simulated platform; starts no process, installs no package. Every
+# selection of the suite (this one, the fuzz's, the gate's, test-all's) lives in tests/tiers.py.
 test-fast: $(VENV)/.installed ## unit and engine tests, no real components (under a minute)
-	$(BIN)/pytest -q $(FAST_TESTS) $(PYTEST_ARGS)
+	$(BIN)/python tests/tiers.py --fast -- $(PYTEST_ARGS)
 
 # The property tests (hypothesis) of the fast tiers on fresh random examples, FUZZ times as many as the gate's fixed
 # set: a bench that looks for new bugs, not a gate (bench/README.md). Keep what it finds as an @example().
@@ -127,8 +126,7 @@ override FUZZ := $(value FUZZ)
 export FUZZ
 fuzz: $(VENV)/.installed ## property tests on FUZZ (25) times the gate's examples, drawn afresh (a bench, 4-5 min)
 	@case "$$FUZZ" in ''|0|*[!0-9]*) echo "FUZZ must be a whole number from 1, e.g. make fuzz FUZZ=25" >&2; exit 2;; esac
-	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/pytest -q -p no:cacheprovider -m hypothesis --hypothesis-show-statistics \
-		$(FAST_TESTS) $(PYTEST_ARGS)
+	GATEWAY_SIZER_FUZZ="$$FUZZ" $(BIN)/python tests/tiers.py --fuzz -- $(PYTEST_ARGS)
 
 test: test-packages go-toolchain setup test-tools ## the gate: the suite less its nightly tests, in tiers (tests/tiers.py), then a time table
 	$(BIN)/python tests/tiers.py -- --durations=20 $(PYTEST_ARGS)

@@ -163,3 +163,10 @@ def growth(configs: Sequence[ConfigResult], threshold: float) -> Growth | None:
     if exponent is None:
         return None
     return Growth(exponent, tuple(sorted(c.envoy.cpu_cores for c in configs)))
+
+
+def added_us_per_request(steps: Sequence[Step]) -> float:
+    """Envoy's CPU one more request per second adds (microseconds), from the lowest and the highest window: the
+    slope between them, in which Envoy's CPU with no load (stats, timers, scrapes), the same at both, cancels."""
+    low, high = min(steps, key=lambda s: s.envoy_rps), max(steps, key=lambda s: s.envoy_rps)
+    return 1e6 * (high.envoy_cpu_cores - low.envoy_cpu_cores) / (high.envoy_rps - low.envoy_rps)

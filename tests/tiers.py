@@ -32,6 +32,17 @@ NIGHTLY = "nightly"  # the marker of the tests that only `make test-all` runs
 NO_TESTS = 5  # pytest's exit status when nothing was selected
 PURE = "not slow and not kubernetes and not cluster"
 TIMED = ("tests/local", "tests/locustfile", "tests/bench/test_openloop.py")  # real processes on this machine
+# make test-fast and make fuzz: pure logic and the engine on a simulated platform; no process, no Debian package
+FAST = (
+    "tests/unit",
+    "tests/engine",
+    "tests/report/test_report_analysis.py",
+    "tests/report/test_report_sizing.py",
+    "tests/report/test_report_compare.py",
+    "tests/report/test_report_replicas.py",
+    "tests/report/test_report_headline.py",
+)
+FUZZ = ("-m", "hypothesis", "-p", "no:cacheprovider", "--hypothesis-show-statistics")  # the property tests only
 CLUSTER_MAKE = ("make", "-f", "k8s/cluster.mk")
 STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # tests/cluster_infra may take down what this run made
 PHASE = re.compile(r"^\d\d:\d\d:\d\d \[(\d+)s\] (.*)$")  # k8s/cluster/up.sh's `phase` lines
@@ -47,6 +58,9 @@ class Tier:
     beside: bool = False  # runs at the same time as the tier before it (and that one's other companions)
     command: tuple[str, ...] = ()  # a step that is not pytest (bringing the cluster up)
     needs_cluster: bool = False
+    # at the lowest CPU priority (nice 19): beside tiers that drive load it takes only the CPU they leave idle, so
+    # it cannot starve them; never the cluster's bring-up, whose daemons and pods would inherit it
+    nice: bool = False
 
     def argv(self, everything: bool, extra: list[str]) -> list[str]:
         if self.command:
@@ -72,10 +86,27 @@ TIERS = (
     ),
     Tier(
         "local-faults",
-        "real components under load far below every knee (faults, signals, errors): two at a time, alone",
+        "real components under load far below every knee (faults, signals, errors): two at a time",
         TIMED,
         "parallel_safe",
         workers=2,
+    ),
+    Tier(
+        "pure",
+        "logic, engine, report: no real component; beside the faults at the lowest CPU priority",
+        ("tests", *(f"--ignore={path}" for path in TIMED)),
+        PURE,
+        workers=2,
+        beside=True,
+        nice=True,
+    ),
+    Tier(
+        "browser",
+        "the report in headless Chromium, at the lowest CPU priority",
+        ("tests/report",),
+        "slow",
+        beside=True,
+        nice=True,
     ),
     Tier(
         "bench",
@@ -84,15 +115,12 @@ TIERS = (
         "slow",
         workers=2,
     ),
-    Tier("pure", "logic, engine, report: no real component", ("tests", *(f"--ignore={p}" for p in TIMED)), PURE, 2),
-    Tier("browser", "the report in headless Chromium", ("tests/report",), "slow", beside=True),
     Tier(
         "kubernetes",
         "a real kube-apiserver and etcd; k8s/'s build, chart and manifest checks",
         ("tests/kubernetes", "tests/cluster_infra"),
         "kubernetes and not cluster",
         workers=2,
-        beside=True,
     ),
     CLUSTER_UP,
     Tier(
@@ -127,25 +155,28 @@ class Result:
 def up_phases(output: str) -> list[tuple[str, int]]:
     """(what, seconds) per `phase` line of k8s/cluster/up.sh: from its start to the next one's."""
     marks = [(int(m.group(1)), m.group(2)) for line in output.splitlines() if (m := PHASE.match(line))]
-    return [(what, (marks[i + 1][0] if i + 1 < len(marks) else at) - at) for i, (at, what) in enumerate(marks)]
+    spans = [(what, (marks[i + 1][0] if i + 1 < len(marks) else at) - at) for i, (at, what) in enumerate(marks)]
+    return [(what, seconds) for what, seconds in spans if not what.startswith("cluster up in")]
 
 
 class Job:
     """One tier's process; what it prints is kept, and the first tier of a phase also prints it as it comes."""
 
-    def __init__(self, tier: Tier, argv: list[str], env: dict[str, str], live: bool) -> None:
+    def __init__(self, tier: Tier, argv: list[str], env: dict[str, str], live: bool, nice: bool) -> None:
         self.tier, self.live, self.output = tier, live, bytearray()
-        pipe, merged = subprocess.PIPE, subprocess.STDOUT
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=merged)
+        pipe, merged, lowest = subprocess.PIPE, subprocess.STDOUT, (lambda: os.nice(19)) if nice else None
+        self.process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=merged, preexec_fn=lowest
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output += line
+        while chunk := self.process.stdout.read1(1 << 16):  # as it comes: pytest's progress dots end no line
+            self.output += chunk
             if self.live:
-                sys.stdout.buffer.write(line)
+                sys.stdout.buffer.write(chunk)
                 sys.stdout.flush()
 
     def wait(self) -> int:
@@ -162,7 +193,7 @@ def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[s
         argv = tier.argv(everything, extra)
         shown = argv if tier.command else argv[1:]
         print(f"\n=== tier {tier.name}: {tier.what}\n$ {' '.join(shown)}", flush=True)
-        jobs.append(Job(tier, argv, {**env, "PYTHONUNBUFFERED": "1"}, live=not jobs))
+        jobs.append(Job(tier, argv, {**env, "PYTHONUNBUFFERED": "1"}, live=not jobs, nice=tier.nice))
     ended: dict[str, float] = {}
     while len(ended) < len(jobs):  # each tier's own end, for the time table
         for job in jobs:
@@ -201,8 +232,9 @@ def table(results: list[Result], wall_s: float, title: str) -> None:
     print(f"{'tier':<{width}}{'result':<24}{'minutes':>8}")
     for result in results:
         print(f"{result.tier.name:<{width}}{result.verdict():<24}{result.seconds / 60:>8.1f}")
-        for what, seconds in result.phases:  # where a bring-up's time went
-            print(f"  {what[: width + 20]:<{width + 22}}{seconds / 60:>8.1f}")
+        for what, seconds in result.phases:  # where a bring-up's time went, in seconds (the phases under 1 s left out)
+            if seconds >= 1:
+                print(f"  {what[: width + 20]:<{width + 22}}{seconds:>6d} s")
     print(f"{'total (wall)':<{width + 24}}{wall_s / 60:>8.1f}", flush=True)
 
 
@@ -211,9 +243,14 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="make test-all: the nightly tests too")
     names = [t.name for t in TIERS if not t.command]
     parser.add_argument("--tier", action="append", choices=names, help="run only these tiers")
+    parser.add_argument("--fast", action="store_true", help="make test-fast: one pytest run, no real component")
+    parser.add_argument("--fuzz", action="store_true", help="make fuzz: --fast's property tests (GATEWAY_SIZER_FUZZ)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to every tier's pytest")
     args = parser.parse_args()
     extra = [a for a in args.pytest_args if a != "--"]
+    if args.fast or args.fuzz:  # one pytest run, in this process's place
+        argv = [sys.executable, "-m", "pytest", "-q", *(FUZZ if args.fuzz else ()), *FAST, *extra]
+        os.execv(sys.executable, argv)
     chosen = [t for t in TIERS if not args.tier or t.name in args.tier or (t is CLUSTER_UP and "cluster" in args.tier)]
     started = time.monotonic()
     results: list[Result] = []

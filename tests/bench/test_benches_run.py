@@ -36,6 +36,7 @@ CASES = {
     "many_workers.py": (["--workers", "3", "--rps", "150", "--seconds", "2"], "workers seen missing: 0"),
     "noise.py": (["--caps", "0.25", "--shares", "0.5", "--passes", "2", "--seconds", "1"], "us/control"),
     "meter_bias.py": (["--shares", "0.5", "--rounds", "2", "--seconds", "2"], "rounds)"),
+    "handshake_cost.py": (["--runs", "1"], "handshake / keep-alive median"),
     "send_clustering.py": (["--rates", "500", "--rounds", "2", "--seconds", "2", "--timers", "fine/gevent"], "rounds)"),
 }
 

@@ -56,6 +56,7 @@ def _settle(master: LocustMaster, envoy_alive, timeout_s: float = 90.0) -> HeldC
 
 @pytest.mark.slow
 @pytest.mark.parallel_safe  # memory, connection counts and an OOM kill: no CPU figure
+@pytest.mark.nightly  # a minute of OOM kill and cap; the gate's memory sweep covers `recommend --connections`
 def test_recommended_overload_settings_keep_envoy_alive_where_the_same_load_oom_kills_it(tmp_path, testbed_factory):
     # 1. a memory fit, measured with room to spare (the real CLI, a memory-only sweep at 1Gi). Three points are the
     # fewest that give the slope a 95% interval; a wider interval only raises the cost per connection the limit and

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runner.figures import added_us_per_request
 from runner.model import ConfigResult
 from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
-from support.knees import added_us_per_request
 from support.processes import run_sizer
 
 PROFILES = ["tls", "tls-new-connection", "body-16k"]

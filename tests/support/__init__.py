@@ -15,4 +15,5 @@ test says `from support.steps import make_step`; nothing edits sys.path.
 - apiserver, k8s: a real kube-apiserver and etcd, and the objects and scenarios its tests build
 - kubeconform: strict validation of the manifests the product writes, against the cluster's schemas
 - cluster: the one-machine cluster (make targets, the CLI in the background, a run's live state) and k8s/'s scripts
+- knees: a knee against the windows it came from; selection: whether a shared run's nightly test is selected
 """

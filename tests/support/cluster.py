@@ -29,7 +29,7 @@ STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # set when this pytest
 # The TLS profiles at Envoy 300m on a fixed schedule, for the tests that check how a run serves them, not where a
 # knee is: two rates below every profile's knee there (tls-new-connection's was ~245 RPS on the cluster on
 # 2026-11-26), so each window is served in full, and far apart, so the CPU one more request adds (the slope
-# between them, support.knees.added_us_per_request) stands clear of what Envoy spends with no load. Uniform
+# between them, runner.figures.added_us_per_request) stands clear of what Envoy spends with no load. Uniform
 # arrivals: a window holds its rate times its length in requests, not a Poisson count. 8 s windows hold 4-5 of
 # Prometheus' 2 s scrapes.
 TLS_FIXED = {"envoy.cpu": [0.3], "load.rounds": 1, "load.search": "fixed", "load.rps": [30, 120],

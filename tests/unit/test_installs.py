@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import shlex
 from collections.abc import Iterator
@@ -55,10 +56,11 @@ def _cluster_packages() -> set[str]:
     return set(re.sub(r"#.*", "", match.group(1)).split())
 
 
-def _subcommands() -> set[str]:
+@functools.cache
+def _subcommands() -> frozenset[str]:
     """gateway-sizer's own commands: an argument list for runner.cli.main starts with one, and starts no program."""
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return set(commands.choices)
+    return frozenset(commands.choices)
 
 
 def _programs_in(argv: ast.expr) -> Iterator[str]:
