@@ -5,14 +5,17 @@ Every selection of the suite lives here. `make test` is the gate: every tier les
 that drive a process to its quota, timings; and what repeats a path the gate already covers). `make test-all`
 (`--all`) is everything, the nightly tests and the bench scripts' smoke runs included.
 
-The tiers that measure CPU run one test at a time with nothing beside them; the tiers that drive load and judge
-its delivery (faults, signals, the bench scripts) run two tests at a time with nothing else beside them; the tiers
-that drive no load (pure logic, a real API server's answers, the report in Chromium) run side by side, and the
-one-machine cluster comes up beside them, once per run. The first tier of a phase prints as it goes, the others
-when they end. Every tier runs even when one before it failed, so one run shows every failure; the exit status
-is the first failing tier's. pytest's exit 5 (no test selected: a tier whose tests are all nightly) is no failure.
+The tiers that measure CPU run one test at a time with nothing beside them. The tiers that drive load and judge
+its delivery (faults, signals, the bench scripts) run two tests at a time; beside the faults only tiers that drive
+no load (pure logic, the report in Chromium), at the lowest CPU priority, so they take the CPU the faults leave
+idle and cannot starve them. The real API server's tests run beside the one-machine cluster's bring-up (once per
+run, its phases in the time table; the run that brought it up takes it down at the end). The first tier of a phase
+prints as it goes, the others when they end. Every tier runs even when one before it failed, so one run shows
+every failure; the exit status is the first failing tier's. pytest's exit 5 (no test selected: a tier whose tests
+are all nightly) is no failure.
 
     python tests/tiers.py [--all] [--tier local ...] [-- extra pytest arguments for every tier]
+    python tests/tiers.py --fast | --fuzz [-- extra pytest arguments]    (make test-fast, make fuzz)
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ FUZZ = ("-m", "hypothesis", "-p", "no:cacheprovider", "--hypothesis-show-statist
 CLUSTER_MAKE = ("make", "-f", "k8s/cluster.mk")
 STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # tests/cluster_infra may take down what this run made
 PHASE = re.compile(r"^\d\d:\d\d:\d\d \[(\d+)s\] (.*)$")  # k8s/cluster/up.sh's `phase` lines
+SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|error|errors|deselected|skipped).*) in [\d.]+s.* =+$", re.M)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class Result:
     seconds: float
     phases: list[tuple[str, int]] = field(default_factory=list)  # cluster-up's phases: (what, seconds)
     note: str = ""
+    counts: dict[str, int] = field(default_factory=dict)  # pytest's closing line: passed, failed, error, ...
 
     def verdict(self) -> str:
         if self.code is None:
@@ -207,8 +212,11 @@ def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[s
             print(f"\n=== tier {job.tier.name} (ran beside {phase[0].name}):", flush=True)
             sys.stdout.buffer.write(job.output)
             sys.stdout.flush()
+        text = job.output.decode(errors="replace")
+        if closing := SUMMARY.findall(text):
+            result.counts = {word.rstrip("s"): int(n) for n, word in re.findall(r"(\d+) (\w+)", closing[-1])}
         if job.tier.command:
-            result.phases = up_phases(job.output.decode(errors="replace"))
+            result.phases = up_phases(text)
             if any(what == "cluster already up" for what, _ in result.phases):
                 result.note = "already up"
         results.append(result)
@@ -235,7 +243,11 @@ def table(results: list[Result], wall_s: float, title: str) -> None:
         for what, seconds in result.phases:  # where a bring-up's time went, in seconds (the phases under 1 s left out)
             if seconds >= 1:
                 print(f"  {what[: width + 20]:<{width + 22}}{seconds:>6d} s")
-    print(f"{'total (wall)':<{width + 24}}{wall_s / 60:>8.1f}", flush=True)
+    print(f"{'total (wall)':<{width + 24}}{wall_s / 60:>8.1f}")
+    # every tier's tests in one closing line, as pytest ends a run ("error" counts as failed)
+    passed = sum(r.counts.get("passed", 0) for r in results)
+    failed = sum(r.counts.get("failed", 0) + r.counts.get("error", 0) for r in results)
+    print(f"tests: {passed} passed, {failed} failed", flush=True)
 
 
 def main() -> int:
