@@ -35,6 +35,8 @@ def assert_knee_says_how_it_was_found(config: ConfigResult, threshold: float, pl
         assert knee.rounds == len(fitted) >= 2, (knee, fitted, windows)
         assert f"from {knee.rounds} rounds" in search, search
     elif knee.method == "power-fit":
-        assert knee.rounds is None and ("from one pass" in search or "scatter too much" in search), search
+        scatter = f"fitted to {knee.windows} windows that scatter too much"
+        said = "from one pass" if knee.half_width is not None else scatter
+        assert knee.rounds is None and said in search, search
     else:
         assert knee.method == "interpolated" and "knee interpolated between the 2 windows" in search, search
