@@ -29,7 +29,8 @@ from support.processes import run_sizer
 from support.runner_job import NAMESPACE, build_runner_image, install, job_done, job_logs, job_pods, left, snapshot
 from support.wait import until
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# make test-all: each builds and imports the runner image and runs Jobs (issue 28: the runner Job is test-all's)
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.nightly]
 RELEASE = "sizer-modes"
 RUNNER_ARG = "--scenario=/etc/gateway-sizer/scenario.yaml"  # in the Job's runner's command line (templates/runner.yaml)
 LEVELS = [100, 200]  # far below each limit's knee: these tests are about the Job, not where a knee is
