@@ -5,15 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory
 from runner.scenario import WorkloadRef
-
-if TYPE_CHECKING:
-    from runner.platforms.kubernetes.originals import ClusterChanges
 
 Kind = Literal["DaemonSet", "Deployment"]
 POLL_S = 1.0
@@ -329,7 +326,18 @@ def pod_qos_classes(cluster: Cluster, workload: Workload) -> dict[str, str]:
     }
 
 
-def facts(cluster: Cluster, workload: Workload, changes: ClusterChanges, provisioner: object | None) -> dict[str, Any]:
+class _Before(Protocol):
+    @property
+    def replicas(self) -> int | None: ...
+
+
+class _Changes(Protocol):
+    """What `facts` reads of a run's changes (originals.ClusterChanges, which imports this module)."""
+
+    def original(self, workload: Workload) -> _Before | None: ...
+
+
+def facts(cluster: Cluster, workload: Workload, changes: _Changes, provisioner: object | None) -> dict[str, Any]:
     """What `recommend` needs of the gateway's shape (runner.model.EnvoyWorkload): its kind as found, the selector
     of its pods, how many it ran (a Deployment: its replicas before the run changed any; a DaemonSet: the nodes it
     is scheduled on, None before its controller counted them), and what provisions it (`provisioner`)."""
