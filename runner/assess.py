@@ -14,7 +14,7 @@ from runner.curve import MIN_ROUNDS, rounds_to_reach
 from runner.guards import judge
 from runner.knee import KneeResult, find_knee
 from runner.model import Capacity, Knee, Step
-from runner.scenario.limits import MAX_ROUNDS
+from runner.scenario.limits import MAX_ROUND_COUNT
 from runner.search import Targets
 
 
@@ -68,9 +68,9 @@ def _more_rounds(knee: Knee, width: float, target: float) -> str:
     """For a rounds knee wider than its target: how many rounds would reach the target at this run's scatter."""
     if knee.method != "rounds" or knee.rounds is None or width <= target:
         return ""
-    needed = rounds_to_reach(width, knee.rounds, target, MAX_ROUNDS)
+    needed = rounds_to_reach(width, knee.rounds, target, MAX_ROUND_COUNT)
     if needed is None:
-        return f" (at this run's scatter more than {MAX_ROUNDS} rounds would be needed)"
+        return f" (at this run's scatter more than {MAX_ROUND_COUNT} rounds would be needed)"
     return f" (at this run's scatter about {needed} rounds would reach it: load.max_rounds: {needed})"
 
 

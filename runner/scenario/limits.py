@@ -25,7 +25,7 @@ MIN_RPS_PER_USER = 0.1  # max_rps_per_user below this asks for more users than M
 MIN_SPAWN_RATE = 1.0  # users started per second
 MAX_SPAWN_RATE = float(MAX_USERS)
 MAX_STEPS = 100  # measuring windows per configuration, and entries of a users or rps schedule
-MAX_ROUNDS = 50  # interleaved rounds over every configuration
+MAX_ROUND_COUNT = 50  # load.rounds and load.max_rounds (the MAX_ROUNDS= option)
 MAX_WINDOWS_PER_ROUND = 10
 MAX_SEED = 2**31 - 1
 MAX_STEP_SECONDS = 3600.0  # one measuring window

@@ -50,7 +50,7 @@ from runner.scenario.limits import (
     MAX_OPEN_RATE,
     MAX_OVERLOAD_CONNECTIONS,
     MAX_REFRESH_SECONDS,
-    MAX_ROUNDS,
+    MAX_ROUND_COUNT,
     MAX_ROUTE_PROBES,
     MAX_RPS,
     MAX_SCRAPE_INTERVAL_SECONDS,
@@ -193,8 +193,8 @@ class LoadSpec(_Model):
     warmup_s: Float = Field(default=5.0, ge=0, le=MAX_WAIT_SECONDS, alias="warmup_seconds")
     settle_s: Float = Field(default=3.0, ge=0, le=MAX_WAIT_SECONDS, alias="settle_seconds")
     max_steps: Int = Field(default=12, ge=2, le=MAX_STEPS)
-    rounds: Int = Field(default=5, ge=1, le=MAX_ROUNDS)  # interleaved rounds over every configuration
-    max_rounds: Int | None = Field(default=None, ge=1, le=MAX_ROUNDS)  # more while a knee's interval is too wide
+    rounds: Int = Field(default=5, ge=1, le=MAX_ROUND_COUNT)  # interleaved rounds over every configuration
+    max_rounds: Int | None = Field(default=None, ge=1, le=MAX_ROUND_COUNT)  # more while a knee's interval is too wide
     windows_per_round: Int = Field(default=2, ge=1, le=MAX_WINDOWS_PER_ROUND)  # per configuration, after round 1
     seed: Int | None = Field(default=None, ge=0, le=MAX_SEED)  # the rounds' shuffled order; None: from the run id
     max_config_s: Float = Field(default=600.0, gt=0, le=MAX_SECONDS_PER_CONFIG, alias="max_seconds_per_config")
