@@ -19,6 +19,8 @@ seed, and every figure comes from all rounds with an interval from the scatter b
   round without one would leave the knee standing on the other rounds, its interval on fewer.
 - The control window: the first configuration at one fixed rate (where round 1 put CONTROL_UTILIZATION), in
   every round. Its CPU per request across rounds is the machine's own drift during the run.
+- How many rounds a configuration gets (`RoundsPolicy`): the planned ones, then more up to load.max_rounds while
+  its knee's interval is wider than load.knee_interval and the run's time allows (more_rounds_within_seconds).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from runner.capacity import find_capacity
 from runner.knee import (
@@ -40,9 +43,12 @@ from runner.knee import (
     served_in_full,
     window_points,
 )
-from runner.model import Step
-from runner.scenario import MAX_SEED
+from runner.model import RoundsRecord, Step
+from runner.scenario import MAX_SEED, LoadSpec
 from runner.search import EXPONENT_BOUNDS, EXPONENT_PRIOR, MIN_SIGNAL, AdaptiveSearch
+
+if TYPE_CHECKING:
+    from runner.assess import Assessment
 
 LEVER_UTILIZATION = 0.72  # just inside the fitted range (knee.LOCAL_FLOOR of the threshold)
 NEAR_UTILIZATIONS = (0.86, 0.93)  # either side of the threshold by turns; a window past SATURATED fits nothing
@@ -69,6 +75,72 @@ def seed_for(run_id: str) -> int:
 def round_order(keys: Sequence[str], seed: int, round_: int) -> list[str]:
     """The configurations' order in `round_`: a shuffle drawn from (seed, round), the same on a resume."""
     return random.Random(f"{seed}:{round_}").sample(list(keys), len(keys))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundsPolicy:
+    """How many rounds a configuration gets: `planned`, then more up to `most` while its knee's interval is
+    wider than `knee_interval`, each only while the run has taken less than `more_within_s` (None: no bound).
+    `adaptive`: the scenario's search is the adaptive one (a schedule is measured whole in every round)."""
+
+    planned: int
+    most: int
+    knee_interval: float
+    more_within_s: float | None = None
+    adaptive: bool = True
+
+    @classmethod
+    def of(cls, record: RoundsRecord, load: LoadSpec) -> RoundsPolicy:
+        """The policy of a run: its counts as recorded (kept from the first attempt on a resume), the rest from
+        the scenario's load section."""
+        return cls(
+            planned=record.planned,
+            most=record.max_rounds,
+            knee_interval=load.knee_interval,
+            more_within_s=load.more_rounds_within_s,
+            adaptive=load.search == "adaptive",
+        )
+
+    @property
+    def in_rounds(self) -> bool:
+        """The run measures in interleaved rounds: round 1 only locates each knee, the rounds fit sets it."""
+        return self.most > 1
+
+    @property
+    def places_windows(self) -> bool:
+        """Rounds after the first place their windows over the curve (VisitPlanner), and every visit ends with a
+        window the rounds fit can use: rounds with the adaptive search."""
+        return self.in_rounds and self.adaptive
+
+    def order(self, keys: Sequence[str], seed: int, round_: int) -> list[str]:
+        """The configurations' order in `round_`: the plan's with one round planned, else shuffled (round_order)."""
+        return list(keys) if self.planned == 1 else round_order(keys, seed, round_)
+
+    def within_target(self, assessment: Assessment) -> bool:
+        """The knee has an interval within the target."""
+        knee = assessment.knee
+        width = knee.half_width if knee is not None else None
+        return width is not None and width <= self.knee_interval
+
+    def last_round(self, assessment: Assessment, round_: int) -> bool:
+        """The configuration's last round: the planned ones are done and its knee's interval is within the
+        target, or the most rounds allowed are done (a knee still without an interval gets rounds up to then)."""
+        if round_ >= self.most:
+            return True
+        return round_ >= self.planned and self.within_target(assessment)
+
+    def out_of_rounds(self, assessment: Assessment, round_: int, spent_s: float, elapsed_s: float) -> str | None:
+        """Why a configuration past its planned rounds, its knee still wider than the target, gets no more: the
+        most rounds are done, or the next visit (as long as its visits took on average, `spent_s` over `round_`)
+        would start after `more_within_s` of the run (`elapsed_s` so far). None otherwise."""
+        if self.most == self.planned or round_ < self.planned or self.within_target(assessment):
+            return None
+        if round_ >= self.most:
+            return f"the most rounds done (load.max_rounds: {self.most})"
+        budget = self.more_within_s
+        if budget is not None and elapsed_s + spent_s / round_ > budget:
+            return f"no time for round {round_ + 1} (load.more_rounds_within_seconds: {budget:g})"
+        return None
 
 
 @dataclass(frozen=True)
@@ -143,8 +215,9 @@ class VisitPlanner:
         `utilization` and above the highest that stayed clean below it. A curve fitted to a few windows
         can aim far past the threshold, and windows past it (saturated, throttled) never correct the fit."""
         reached = [s.rps for s in steps if s.cpu_utilization_mean >= utilization]
-        under = [s.rps for s in steps if s.cpu_utilization_mean < utilization and not s.guards
-                 and s.regime != "throttled"]  # fmt: skip
+        under = [
+            s.rps for s in steps if s.cpu_utilization_mean < utilization and not s.guards and s.regime != "throttled"
+        ]
         high = min(reached, default=math.inf)
         low = max((r for r in under if r < high), default=0.0)
         if rps >= high:

@@ -7,13 +7,13 @@ threshold), in three phases:
 1. locate: grow the load, at most MAX_GROWTH x per window, aiming each level at the threshold by a power
    law through the windows so far, until a window reaches the threshold and one below it does not;
 2. refine: measure around the current knee, a little below and a little above it (repeating a level is
-   fine), until the knee's 95% confidence interval is within the target (+-3% by default) or the windows
+   fine), until the knee's 95% confidence interval is within the target (load.knee_interval) or the windows
    set aside for it are spent;
 3. capacity: step above the knee until a level breaks (not delivered in full, p99 over the latency SLO),
    then split the gap between the highest served and the lowest broken rate until it is within the
    capacity resolution.
 
-`ending(steps)` says how it ended: the interval reached, or the budget spent with the interval it got.
+How a configuration's search ended is said once, from its assessment (runner.assess.search_ending).
 """
 
 from __future__ import annotations
@@ -56,12 +56,15 @@ MIN_START_RPS = 50.0
 
 
 class LoadSearch(Protocol):
-    def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
-        """The next load level to measure, or None when done."""
+    """What a visit asks of a search (RampSearch, AdaptiveSearch; make_search picks one): the windows it steps
+    from, and the next level."""
+
+    def windows_read(self, configuration: Sequence[Step], visit: Sequence[Step]) -> Sequence[Step]:
+        """The windows the next level follows from: all of the configuration's, or this visit's alone."""
         ...
 
-    def ending(self, steps: Sequence[Step]) -> str:
-        """How the search ended, for the results."""
+    def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
+        """The next load level to measure after `steps`, or None when done."""
         ...
 
 
@@ -92,6 +95,10 @@ class RampSearch:
         self.threshold = threshold
         self.to_the_end = to_the_end
 
+    def windows_read(self, configuration: Sequence[Step], visit: Sequence[Step]) -> Sequence[Step]:
+        """This visit's: the whole schedule is measured in every round."""
+        return visit
+
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
         if not self.to_the_end and steps and steps[-1].cpu_utilization_mean >= self.threshold:
             return None
@@ -99,21 +106,23 @@ class RampSearch:
             return None
         return self.maker.level(self.schedule[len(steps)])
 
-    def ending(self, steps: Sequence[Step]) -> str:
-        if len(steps) >= len(self.schedule):
-            return f"the schedule's {len(self.schedule)} levels measured"
-        return f"the threshold reached at level {len(steps)} of {len(self.schedule)}"
-
 
 @dataclass(frozen=True)
 class Targets:
     """When the adaptive search is done: the knee's interval half-width (0.03 = +-3%), the capacity's
-    resolution, the latency SLO that breaks capacity, and the most windows a configuration may take."""
+    resolution, the latency SLO that breaks capacity, and the most windows a configuration may take. The
+    defaults are the search's own (tests drive it alone); a sweep's come from its scenario (from_load)."""
 
     interval: float = 0.03
     capacity_resolution: float = 0.05
     latency_slo_ms: float = 250.0
     max_steps: int = 12
+
+    @classmethod
+    def from_load(cls, load: LoadSpec, windows_before: int = 0) -> Targets:
+        """A scenario's targets (its knee_interval, 0.08 by default); the window budget counted on top of
+        `windows_before`."""
+        return cls(load.knee_interval, load.capacity_resolution, load.latency_slo_ms, windows_before + load.max_steps)
 
 
 class AdaptiveSearch:
@@ -133,6 +142,10 @@ class AdaptiveSearch:
         self.threshold = threshold
         self.targets = targets
         self.locate_only = locate_only  # stop once the windows bracket a knee (the first of several rounds)
+
+    def windows_read(self, configuration: Sequence[Step], visit: Sequence[Step]) -> Sequence[Step]:
+        """The configuration's, from every round: the search goes on from where the knee stands."""
+        return configuration
 
     # -- the phases -------------------------------------------------------------------------------
     def next_level(self, steps: Sequence[Step]) -> LoadLevel | None:
@@ -252,31 +265,6 @@ class AdaptiveSearch:
             return max(capacity.rps * (1 + step / 2), capacity.broken_at * (1 - step))
         return math.sqrt(capacity.rps * capacity.broken_at)
 
-    # -- how it ended -----------------------------------------------------------------------------
-    def ending(self, steps: Sequence[Step]) -> str:
-        result = find_knee(steps, self.threshold)
-        parts = []
-        if result.knee is None:
-            parts.append("no knee")
-        elif result.knee.method == "interpolated":
-            parts.append("knee interpolated between the 2 windows either side (no interval)")
-        elif result.knee.half_width is None:
-            parts.append(f"knee fitted to {result.knee.windows} windows that scatter too much for an interval")
-        else:
-            width, target = result.knee.half_width, self.targets.interval
-            verdict = "within" if width <= target else "wider than"
-            parts.append(f"knee interval +-{width:.1%}, {verdict} the +-{target:.0%} target")
-        if self.maker.mode == "rps":
-            capacity = find_capacity(steps, self.targets.latency_slo_ms)
-            if capacity is None:
-                parts.append("no rate served within the SLO")
-            elif capacity.broken_at is None:
-                parts.append(f"capacity not reached (served up to {capacity.rps:,.0f} RPS)")
-            else:
-                parts.append(f"capacity within {capacity.resolution or 0.0:.0%}")
-        budget = " (window budget spent)" if len(steps) >= self.targets.max_steps else ""
-        return f"{'; '.join(parts)} after {len(steps)} windows{budget}"
-
 
 def start_rps(load: LoadSpec, envoy_cpu_cores: float, knee_per_core: float | None = None) -> float:
     """Where the adaptive search starts: the scenario's start_rps; else HINT_SHARE of the knee expected
@@ -288,6 +276,25 @@ def start_rps(load: LoadSpec, envoy_cpu_cores: float, knee_per_core: float | Non
     return max(MIN_START_RPS, load.start_rps_per_core * envoy_cpu_cores)
 
 
+def make_adaptive(
+    load: LoadSpec,
+    threshold: float,
+    envoy_cpu_cores: float = 1.0,
+    knee_per_core: float | None = None,
+    *,
+    locate_only: bool = False,
+    windows_before: int = 0,
+) -> AdaptiveSearch:
+    """The adaptive search for a configuration at `envoy_cpu_cores` (and, when one is known, the knee per core of
+    a configuration already measured, to start near it); `locate_only`: it stops once its windows bracket a knee
+    (the first of several rounds); `windows_before`: windows the configuration already has (earlier visits,
+    an earlier attempt), its budget of load.max_steps counted on top of them."""
+    maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
+    start = float(load.start_users) if load.mode == "users" else start_rps(load, envoy_cpu_cores, knee_per_core)
+    targets = Targets.from_load(load, windows_before)
+    return AdaptiveSearch(start, maker, threshold, targets, locate_only=locate_only)
+
+
 def make_search(
     load: LoadSpec,
     threshold: float,
@@ -295,19 +302,13 @@ def make_search(
     knee_per_core: float | None = None,
     *,
     locate_only: bool = False,
-) -> AdaptiveSearch | RampSearch:
-    """The scenario's search strategy for a configuration at `envoy_cpu_cores` (and, when one is known,
-    the knee per core of a configuration already measured, to start near it); `locate_only`: the adaptive
-    search stops once its windows bracket a knee (the first of several rounds)."""
-    maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
+    windows_before: int = 0,
+) -> LoadSearch:
+    """The scenario's search: its schedule (`search: ramp` or `fixed`), else the adaptive one (make_adaptive)."""
     if load.search in ("ramp", "fixed"):
+        maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
         schedule = load.users if load.mode == "users" else (load.rps or ())
         return RampSearch([float(v) for v in schedule], maker, threshold, to_the_end=load.search == "fixed")
-    start = float(load.start_users) if load.mode == "users" else start_rps(load, envoy_cpu_cores, knee_per_core)
-    targets = Targets(
-        interval=load.knee_interval,
-        capacity_resolution=load.capacity_resolution,
-        latency_slo_ms=load.latency_slo_ms,
-        max_steps=load.max_steps,
+    return make_adaptive(
+        load, threshold, envoy_cpu_cores, knee_per_core, locate_only=locate_only, windows_before=windows_before
     )
-    return AdaptiveSearch(start, maker, threshold, targets, locate_only=locate_only)

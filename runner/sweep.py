@@ -5,14 +5,13 @@ for them (runner.memory_sweep)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from runner import environment
-from runner.assess import Assessment, assess, search_ending
+from runner.assess import assess, search_ending
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
 from runner.errors import PlatformError, SizerError
-from runner.guards import GuardContext
 from runner.heartbeat import Heartbeat
 from runner.knee import find_knee
 from runner.live import LiveState
@@ -21,7 +20,6 @@ from runner.memory_sweep import MemoryExperiment
 from runner.model import (
     BaselineResult,
     ConfigResult,
-    ControlWindow,
     LoadLevel,
     RoundRecord,
     RoundsRecord,
@@ -32,17 +30,10 @@ from runner.observer import Broadcast, SweepObserver
 from runner.plan import Configuration, Plan
 from runner.platforms.base import Platform
 from runner.results import RunStore, finish_result
-from runner.rounds import (
-    CONTROL_UTILIZATION,
-    MAX_RESCUES,
-    VisitPlan,
-    VisitPlanner,
-    round_order,
-    seed_for,
-)
+from runner.rounds import RoundsPolicy, seed_for
 from runner.scenario import Scenario
-from runner.search import AdaptiveSearch, Targets, make_search
-from runner.visit import Visit
+from runner.search import Targets
+from runner.visit import Visit, VisitContext
 
 
 @dataclass(kw_only=True)
@@ -69,9 +60,15 @@ class Sweep:
         )
         self.memory = None
         if self.scenario.memory is not None:
-            self.memory = MemoryExperiment(scenario=self.scenario, platform=self.platform, store=self.store,
-                                           driver=self.driver, observer=self.observer, clock=self.clock,
-                                           armed=self._armed)  # fmt: skip
+            self.memory = MemoryExperiment(
+                scenario=self.scenario,
+                platform=self.platform,
+                store=self.store,
+                driver=self.driver,
+                observer=self.observer,
+                clock=self.clock,
+                armed=self._armed,
+            )
 
     def run(self) -> RunStatus:
         """The whole sweep; returns the run's final status. Raises on Ctrl-C (or SIGTERM, SIGHUP) after
@@ -105,26 +102,26 @@ class Sweep:
     def _run_configs(self) -> None:
         """Every configuration in interleaved rounds (runner.rounds); with one round, in plan order."""
         record = self._rounds_record()
+        policy = RoundsPolicy.of(record, self.scenario.load)
         by_key = {c.key: c for c in self.plan.configurations}
         for config in self.plan.configurations:
             done = self.store.summary.config(config.key)
             if done is not None and done.finished:
                 self.observer.config_skipped(config, done)
-        for number in range(1, record.max_rounds + 1):
+        for number in range(1, policy.most + 1):
             active = [k for k in by_key if self._active(k)]
             if not active:
                 return
             current = record.round(number)
             if current is None:
-                order = active if record.planned == 1 else round_order(active, record.seed, number)
-                current = RoundRecord(number=number, order=order)
+                current = RoundRecord(number=number, order=policy.order(active, record.seed, number))
                 record.rounds = [*record.rounds, current]
                 self.store.save()
             self.observer.round_started(number, record.planned, [by_key[k] for k in current.order])
             for position, key in enumerate(current.order, start=1):
                 if key in current.visited or not self._active(key):
                     continue
-                result = self._visit(by_key[key], number, position, len(current.order), record)
+                result = self._visit(by_key[key], number, position, len(current.order), record, policy)
                 current.visited = [*current.visited, key]
                 self.store.save()
                 if result.status == "failed" and self.scenario.on_failure == "stop":
@@ -152,8 +149,11 @@ class Sweep:
     def _final_status(self) -> tuple[RunStatus, str | None]:
         """`complete` only when every planned configuration finished; else `partial` or `failed`."""
         results = [self.store.summary.config(c.key) for c in self.plan.configurations]
-        unfinished = [r.label if r else c.label for c, r in zip(self.plan.configurations, results, strict=True)
-                      if r is None or not r.finished]  # fmt: skip
+        unfinished = [
+            r.label if r else c.label
+            for c, r in zip(self.plan.configurations, results, strict=True)
+            if r is None or not r.finished
+        ]
         planned = len(results)
         if self.memory is not None:
             unfinished += [f"memory: {label}" for label in self.memory.unfinished()]
@@ -166,7 +166,7 @@ class Sweep:
         return ("partial" if finished else "failed"), reason
 
     def _visit(
-        self, config: Configuration, round_: int, position: int, total: int, record: RoundsRecord
+        self, config: Configuration, round_: int, position: int, total: int, record: RoundsRecord, policy: RoundsPolicy
     ) -> ConfigResult:
         """Apply `config` and measure its windows of this round; an error fails only this configuration.
         The configuration ends (knee, capacity, verdict) after its last round, or early when a guard says
@@ -184,7 +184,7 @@ class Sweep:
             started = self.clock.monotonic()  # the time budget counts measuring, not the rollout before it
             if result.machine_speed is None:
                 result.machine_speed = self.platform.machine_speed()
-            stopped = self._measure_visit(config, result, round_, record)
+            stopped = self._new_visit(config, result, round_, record, policy).run()
         except SizerError as error:
             result.fail(self._root_cause(error).one_line())
             self._failed.add(config.key)
@@ -193,18 +193,48 @@ class Sweep:
             return result
         finally:
             self.driver.stop()
-        self._spent[config.key] = self._spent.get(config.key, 0.0) + self.clock.monotonic() - started
+        spent = self._spent[config.key] = self._spent.get(config.key, 0.0) + self.clock.monotonic() - started
         assessment = assess(result.steps, self.scenario.threshold, self.scenario.load.latency_slo_ms)
-        stopped = stopped or self._out_of_rounds(config.key, assessment, round_, record)
-        if stopped is not None or self._last_round(assessment, round_, record):
-            ending = search_ending(assessment, result.steps, self._targets(), stopped)
-            finish_result(result, assessment.outcome, assessment.status, assessment.reason, assessment.capacity,
-                          search=ending)  # fmt: skip
+        elapsed = self.clock.monotonic() - self._started
+        stopped = stopped or policy.out_of_rounds(assessment, round_, spent, elapsed)
+        if stopped is not None or policy.last_round(assessment, round_):
+            ending = search_ending(assessment, result.steps, Targets.from_load(self.scenario.load), stopped)
+            finish_result(
+                result, assessment.outcome, assessment.status, assessment.reason, assessment.capacity, search=ending
+            )
             self.store.save()
             self.observer.config_finished(result)
         else:
             self.observer.visit_finished(result, assessment)
         return result
+
+    def _new_visit(
+        self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord, policy: RoundsPolicy
+    ) -> Visit:
+        """This round's visit to `config`, given what it needs as values."""
+        context = VisitContext(
+            load=self.scenario.load,
+            threshold=self.scenario.threshold,
+            scrape_interval_s=self.scenario.prometheus.scrape_interval_s,
+            policy=policy,
+            platform=self.platform,
+            driver=self.driver,
+            observer=self.observer,
+            store=self.store,
+            clock=self.clock,
+            armed=self._armed,
+        )
+        first = next((c for c in self.plan.configurations if self._active(c.key)), None)
+        return Visit(
+            context,
+            config,
+            result,
+            round_,
+            record=record,
+            spent_s=self._spent.get(config.key, 0.0),
+            knee_per_core=self._knee_per_core(config),
+            leads=first is not None and first.key == config.key,
+        )
 
     def _root_cause(self, error: SizerError) -> SizerError:
         """The error a configuration fails with: a part that died, when one did, rather than what its death caused
@@ -214,146 +244,6 @@ class Sweep:
         except PlatformError as died:
             return died
         return error
-
-    def _last_round(self, assessment: Assessment, round_: int, record: RoundsRecord) -> bool:
-        """The configuration's last round: the planned ones are done and its knee's interval is within the
-        target, or the most rounds allowed are done (a knee still without an interval gets rounds up to then)."""
-        if round_ >= record.max_rounds:
-            return True
-        return round_ >= record.planned and self._within_target(assessment)
-
-    def _within_target(self, assessment: Assessment) -> bool:
-        knee = assessment.knee
-        width = knee.half_width if knee is not None else None
-        return width is not None and width <= self.scenario.load.knee_interval
-
-    def _out_of_rounds(self, key: str, assessment: Assessment, round_: int, record: RoundsRecord) -> str | None:
-        """Why a configuration past its planned rounds, its knee still wider than the target, gets no more: the
-        most rounds are done, or the next visit would start after `more_rounds_within_seconds`. None otherwise."""
-        if record.max_rounds == record.planned or round_ < record.planned or self._within_target(assessment):
-            return None
-        if round_ >= record.max_rounds:
-            return f"the most rounds done (load.max_rounds: {record.max_rounds})"
-        budget = self.scenario.load.more_rounds_within_s
-        next_visit = self._spent.get(key, 0.0) / round_
-        if budget is not None and self.clock.monotonic() - self._started + next_visit > budget:
-            return f"no time for round {round_ + 1} (load.more_rounds_within_seconds: {budget:g})"
-        return None
-
-    def _targets(self) -> Targets:
-        load = self.scenario.load
-        return Targets(load.knee_interval, load.capacity_resolution, load.latency_slo_ms, load.max_steps)
-
-    def _measure_visit(
-        self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord
-    ) -> str | None:
-        """Measure this visit's windows; returns why the configuration stops early, or None."""
-        load, threshold = self.scenario.load, self.scenario.threshold
-        meter = self.driver.meter(config.envoy_cpu_cores)
-        context = GuardContext(threshold=threshold, workers=load.workers, profile=config.profile,
-                               scrape_interval_s=self.scenario.prometheus.scrape_interval_s)  # fmt: skip
-        deadline = self.clock.monotonic() + load.max_config_s - self._spent.get(config.key, 0.0)
-        visit = Visit(self, config, result, round_, meter, context, deadline)
-        stop = self._measure_windows(config, result, round_, record, visit)
-        if stop is None and record.max_rounds > 1 and load.search == "adaptive":
-            stop = self._measure_in_band(config, visit)
-        return stop if stop is not None else self._measure_new_control(config, result, record, visit)
-
-    def _measure_windows(
-        self, config: Configuration, result: ConfigResult, round_: int, record: RoundsRecord, visit: Visit
-    ) -> str | None:
-        """The visit's windows: planned from the curve in a later round, else located (or the schedule)."""
-        load, threshold = self.scenario.load, self.scenario.threshold
-        control = self._control(config, record)
-        search = make_search(load, threshold, config.envoy_cpu_cores, self._knee_per_core(config),
-                             locate_only=record.max_rounds > 1)  # fmt: skip
-        if isinstance(search, AdaptiveSearch) and round_ > 1:
-            planner = VisitPlanner(search, load.windows_per_round)
-            plan = planner.plan(result.steps, round_, control)
-            if plan is not None:
-                return self._measure_plan(plan, planner, visit)
-        if isinstance(search, AdaptiveSearch):  # locate, with this visit's share of the window budget
-            search.targets = replace(search.targets, max_steps=len(result.steps) + load.max_steps)
-            level = search.next_level(result.steps)
-            while level is not None:
-                if (stop := visit.measure(level)) is not None:
-                    return stop
-                level = search.next_level(result.steps)
-        else:  # a schedule: all of it, in every round
-            level = search.next_level(visit.steps)
-            while level is not None:
-                if (stop := visit.measure(level)) is not None:
-                    return stop
-                level = search.next_level(visit.steps)
-        return None
-
-    def _measure_in_band(self, config: Configuration, visit: Visit) -> str | None:
-        """Up to MAX_RESCUES more windows while none of this visit's is one the rounds fit can use."""
-        load = self.scenario.load
-        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores)
-        assert isinstance(search, AdaptiveSearch)
-        planner = VisitPlanner(search, load.windows_per_round)
-        for _ in range(MAX_RESCUES):
-            offered = planner.rescue(visit.result.steps, visit.steps)
-            if offered is None:
-                return None
-            if (stop := visit.measure(search.maker.level(offered))) is not None:
-                return stop
-        return None
-
-    def _measure_plan(self, plan: VisitPlan, planner: VisitPlanner, visit: Visit) -> str | None:
-        """A planned visit: the first window, the others placed from what it read (this round's curve), each
-        past the curve measured again lower once, then the capacity probe."""
-        level = planner.search.maker.level
-        if (stop := visit.measure(level(plan.first), control=plan.control)) is not None:
-            return stop
-        if planner.past_the_curve(visit.steps[-1]) and (stop := visit.measure(level(planner.retry(plan.first, None)))):
-            return stop
-        reading = visit.steps[-1]
-        count = plan.later if not planner.past_the_curve(reading) else 0
-        if plan.control and count and not planner.in_band(reading):
-            count += 1  # a control under the band cannot stand in for the lever: the round needs two in it
-        for utilization in planner.aims(visit.round, reading.cpu_utilization_mean, count):
-            offered = planner.place(visit.result.steps, reading, utilization)
-            if (stop := visit.measure(level(offered))) is not None:
-                return stop
-            if planner.past_the_curve(visit.steps[-1]) and (
-                stop := visit.measure(level(planner.retry(offered, reading)))
-            ):
-                return stop
-            if not planner.past_the_curve(visit.steps[-1]):
-                reading = visit.steps[-1]
-        return visit.measure(level(plan.probe), probe=True) if plan.probe is not None else None
-
-    def _control(self, config: Configuration, record: RoundsRecord) -> float | None:
-        """The control window's offered load when `config` is the control configuration and it is known."""
-        control = record.control
-        return control.offered if control is not None and control.key == config.key else None
-
-    def _measure_new_control(
-        self, config: Configuration, result: ConfigResult, record: RoundsRecord, visit: Visit
-    ) -> str | None:
-        """The control window at the end of a visit that has none this round: in the first round whose windows
-        (rescues included) place CONTROL_UTILIZATION, the control configuration is the first one in plan order,
-        measured there once now (later rounds plan it first); a later visit of it that had to locate its knee
-        again measures it too."""
-        if record.max_rounds == 1 or self.scenario.load.search != "adaptive":
-            return None
-        load = self.scenario.load
-        search = make_search(load, self.scenario.threshold, config.envoy_cpu_cores)
-        assert isinstance(search, AdaptiveSearch)
-        if record.control is not None:
-            measured = any(s.control and s.round == visit.round for s in result.steps)
-            if record.control.key != config.key or measured:
-                return None
-            return visit.measure(search.maker.level(record.control.offered), control=True)
-        offered = VisitPlanner(search, load.windows_per_round).offered_for(result.steps, CONTROL_UTILIZATION)
-        first = next((c for c in self.plan.configurations if self._active(c.key)), None)
-        if offered is None or first is None or first.key != config.key:
-            return None
-        record.control = ControlWindow(key=config.key, offered=offered)
-        self.store.save()
-        return visit.measure(search.maker.level(offered), control=True)
 
     def _knee_per_core(self, config: Configuration) -> float | None:
         """RPS per core at the knee of the other configurations measured so far with the same arrivals and
