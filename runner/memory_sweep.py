@@ -19,17 +19,16 @@ import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
 from runner.errors import LoadGeneratorError, PlatformError, SizerError
-from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget, Snapshot
-from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP, Selector, WindowStats
+from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget
+from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP
 from runner.model import LoadLevel, MemoryPoint, MemoryResult, RouteProgramming
 from runner.observer import SweepObserver
 from runner.plan import Configuration
-from runner.platforms.base import Platform
+from runner.platforms.base import ConnectionHolder, MemoryMetrics, Platform
 from runner.profiles import PLAIN_PROFILE
 from runner.quantities import format_memory
 from runner.results import RunStore
@@ -76,31 +75,6 @@ def memory_configuration(scenario: Scenario, routes: int = 0) -> Configuration:
         arrivals=scenario.load.arrivals[0],
         extra_routes=routes,
     )
-
-
-@runtime_checkable
-class ConnectionHolder(Protocol):
-    """What the experiment asks of the load generator besides load: runner.locust.LocustMaster."""
-
-    def hold_connections(
-        self, count: int, url: str, host_header: str, *, path: str = "/", refresh_s: float, open_rate: float
-    ) -> HeldConnections: ...
-    def connections(self) -> HeldConnections: ...
-    def release_connections(self) -> None: ...
-    def snapshot(self) -> Snapshot: ...
-
-
-@runtime_checkable
-class MemoryMetrics(Protocol):
-    """What the experiment reads from Prometheus: runner.metrics.Metrics."""
-
-    scrape_interval_s: float
-
-    def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats: ...
-    def envoy_rps(self, selector: Selector, start: float, end: float) -> float: ...
-    def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float: ...
-    def memory_working_set_mean_bytes(self, selector: Selector, start: float, end: float) -> float: ...
-    def envoy_gauge(self, template: str, selector: Selector, start: float, end: float) -> float: ...
 
 
 def _finite(value: float) -> float | None:
@@ -168,10 +142,10 @@ class MemoryExperiment:
                 return
 
     def _holder(self) -> ConnectionHolder:
-        locust = self.platform.locust
-        if not isinstance(locust, ConnectionHolder):
+        holder = self.platform.connection_holder()
+        if holder is None:
             raise PlatformError(f"the {self.platform.name} platform's load generator cannot hold connections")
-        return locust
+        return holder
 
     def run_point(self, plan: MemoryPointPlan) -> MemoryPoint:
         """Measure one point; an error fails only this point (the reason is kept with it)."""
@@ -245,8 +219,8 @@ class MemoryExperiment:
         self, holder: ConnectionHolder, plan: MemoryPointPlan, programming: RouteProgramming | None
     ) -> MemoryPoint:
         """One window [start, end) from the next whole second: the figures once Prometheus has them."""
-        metrics = self.platform.metrics
-        if not isinstance(metrics, MemoryMetrics):
+        metrics = self.platform.memory_metrics()
+        if metrics is None:
             raise PlatformError(f"the {self.platform.name} platform's metrics lack the memory model's queries")
         envoy = self.platform.selectors.envoy
         start = math.ceil(self.clock.time())

@@ -1,4 +1,8 @@
-"""The interface every platform implements: start, apply a configuration, expose load and metrics, stop."""
+"""The interface every platform implements: start, apply a configuration, expose load and metrics, stop.
+
+Optional capabilities are hooks that return None when a platform lacks them (the memory model's connection
+holder and memory queries); `LocustPrometheusPlatform` is the base of the platforms that drive a Locust master
+and read Prometheus, and so have both."""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from runner.errors import UsageError
-from runner.locust import LoadTarget
+from runner.locust import HeldConnections, LoadTarget, LocustMaster, Snapshot
 from runner.measure import Capacities, LoadGenerator, MetricSource
-from runner.metrics import Selectors
+from runner.metrics import Metrics, Selector, Selectors, WindowStats
 from runner.model import RouteProgramming
 from runner.plan import Configuration
 from runner.profiles import TrafficProfile
@@ -27,6 +31,30 @@ class Endpoints:
     locust_web_ui: str  # URL, or the command that opens it
     prometheus: str
     backend: str  # the backend itself, bypassing the gateway (for the baseline)
+
+
+class ConnectionHolder(Protocol):
+    """What the memory model asks of the load generator besides load: idle connections held through the gateway
+    (runner.locust.LocustMaster, locustfiles/connection_holder.py)."""
+
+    def hold_connections(
+        self, count: int, url: str, host_header: str, *, path: str = "/", refresh_s: float, open_rate: float
+    ) -> HeldConnections: ...
+    def connections(self) -> HeldConnections: ...
+    def release_connections(self) -> None: ...
+    def snapshot(self) -> Snapshot: ...
+
+
+class MemoryMetrics(Protocol):
+    """What the memory model reads from the metrics store (runner.metrics.Metrics)."""
+
+    scrape_interval_s: float
+
+    def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats: ...
+    def envoy_rps(self, selector: Selector, start: float, end: float) -> float: ...
+    def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float: ...
+    def memory_working_set_mean_bytes(self, selector: Selector, start: float, end: float) -> float: ...
+    def envoy_gauge(self, template: str, selector: Selector, start: float, end: float) -> float: ...
 
 
 class Platform(ABC):
@@ -106,6 +134,14 @@ class Platform(ABC):
         """Versions and facts for the report's environment table."""
         return {}
 
+    def connection_holder(self) -> ConnectionHolder | None:
+        """The load generator's connection holder, for the memory model (None: it cannot hold connections)."""
+        return None
+
+    def memory_metrics(self) -> MemoryMetrics | None:
+        """The metric source's memory queries, for the memory model (None: it has none)."""
+        return None
+
     def __enter__(self) -> Platform:
         try:
             self.start()
@@ -118,6 +154,25 @@ class Platform(ABC):
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         stop_shielded(self.stop)
+
+
+class LocustPrometheusPlatform(Platform):
+    """A platform that drives a Locust master (runner.locust) and reads Prometheus (runner.metrics): it has the
+    memory model's capabilities."""
+
+    @property
+    @abstractmethod
+    def locust(self) -> LocustMaster: ...
+
+    @property
+    @abstractmethod
+    def metrics(self) -> Metrics: ...
+
+    def connection_holder(self) -> LocustMaster:
+        return self.locust
+
+    def memory_metrics(self) -> Metrics:
+        return self.metrics
 
 
 def refuse_fleet(replicas: tuple[int, ...], platform: str) -> None:

@@ -82,6 +82,12 @@ class FakeMemoryPlatform(FakePlatform):
     def locust(self) -> FakeHoldingLocust:
         return self._locust
 
+    def connection_holder(self) -> FakeHoldingLocust:
+        return self._locust
+
+    def memory_metrics(self) -> FakeMemoryMetrics:
+        return self._metrics
+
     def check(self) -> None:
         self.alive()
 

@@ -28,7 +28,7 @@ from runner.measure import Capacities
 from runner.metrics import Metrics, Selector, Selectors
 from runner.model import RouteProgramming
 from runner.plan import Configuration
-from runner.platforms.base import Endpoints, Platform, refuse_fleet
+from runner.platforms.base import Endpoints, LocustPrometheusPlatform, refuse_fleet
 from runner.platforms.kubernetes import gateway_object, provisioned, workloads
 from runner.platforms.kubernetes import nodes as nodefacts
 from runner.platforms.kubernetes.connection import Cluster, call, connect
@@ -47,7 +47,7 @@ from runner.quantities import format_cpu, parse_cpu
 from runner.scenario import LoadSpec, Scenario
 
 
-class KubernetesPlatform(Platform):
+class KubernetesPlatform(LocustPrometheusPlatform):
     """A cluster reached with the kubernetes client; the gateway found by name (default projectcontour/envoy)."""
 
     name = "kubernetes"

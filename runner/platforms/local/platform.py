@@ -14,7 +14,7 @@ from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.paths import cache_dir
 from runner.plan import Configuration
-from runner.platforms.base import Endpoints, Platform, refuse_fleet
+from runner.platforms.base import Endpoints, LocustPrometheusPlatform, refuse_fleet
 from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, read_steal, reference_speed
@@ -24,7 +24,7 @@ from runner.profiles import TlsKey, TrafficProfile
 from runner.scenario import LoadSpec, Scenario
 
 
-class LocalPlatform(Platform):
+class LocalPlatform(LocustPrometheusPlatform):
     """Real Envoy, nginx, Locust and Prometheus processes on loopback, Envoy capped by a cgroup."""
 
     name = "local"
