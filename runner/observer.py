@@ -1,9 +1,14 @@
-"""What the sweep engine reports as it goes. Every hook does nothing here; the console overrides them, and
-tests may record them."""
+"""What the sweep engine reports as it goes: the catalogue of events. Every hook does nothing here; the console
+and the live view override the ones they show, tests and benches may record them.
+
+A new event is one hook declared in `SweepObserver` (its signature and a docstring saying when it fires);
+`Broadcast` passes every hook of the catalogue on by itself (HOOKS), so nothing else restates it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runner.assess import Assessment
@@ -61,64 +66,27 @@ class SweepObserver:
         """A memory point was measured (or failed) and saved."""
 
 
+HOOKS: tuple[str, ...] = tuple(
+    name for name, value in vars(SweepObserver).items() if callable(value) and not name.startswith("_")
+)  # the catalogue: every hook SweepObserver declares, in order
+
+
 class Broadcast(SweepObserver):
-    """Passes every hook on to each of `observers`, in order."""
+    """Passes every hook on to each of `observers`, in order (each hook of HOOKS, made by _passed_on)."""
 
     def __init__(self, *observers: SweepObserver) -> None:
         self.observers = observers
 
-    def run_started(self, store: RunStore, endpoints: Endpoints, plan: Plan) -> None:
-        for observer in self.observers:
-            observer.run_started(store, endpoints, plan)
 
-    def round_started(self, number: int, planned: int, order: list[Configuration]) -> None:
+def _passed_on(name: str) -> Callable[..., None]:
+    def hook(self: Broadcast, *args: Any, **kwargs: Any) -> None:
         for observer in self.observers:
-            observer.round_started(number, planned, order)
+            getattr(observer, name)(*args, **kwargs)
 
-    def config_started(self, position: int, total: int, config: Configuration) -> None:
-        for observer in self.observers:
-            observer.config_started(position, total, config)
+    hook.__name__ = hook.__qualname__ = name
+    hook.__doc__ = getattr(SweepObserver, name).__doc__
+    return hook
 
-    def config_skipped(self, config: Configuration, result: ConfigResult) -> None:
-        for observer in self.observers:
-            observer.config_skipped(config, result)
 
-    def components_restarted(self, names: list[str]) -> None:
-        for observer in self.observers:
-            observer.components_restarted(names)
-
-    def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
-        for observer in self.observers:
-            observer.load_changed(level, phase, seconds)
-
-    def step_measured(self, config: Configuration, step: Step) -> None:
-        for observer in self.observers:
-            observer.step_measured(config, step)
-
-    def visit_finished(self, result: ConfigResult, assessment: Assessment) -> None:
-        for observer in self.observers:
-            observer.visit_finished(result, assessment)
-
-    def config_finished(self, result: ConfigResult) -> None:
-        for observer in self.observers:
-            observer.config_finished(result)
-
-    def rounds_finished(self, rounds: int) -> None:
-        for observer in self.observers:
-            observer.rounds_finished(rounds)
-
-    def baseline_measured(self, baseline: BaselineResult) -> None:
-        for observer in self.observers:
-            observer.baseline_measured(baseline)
-
-    def memory_point_started(self, position: int, total: int, label: str) -> None:
-        for observer in self.observers:
-            observer.memory_point_started(position, total, label)
-
-    def memory_point_skipped(self, label: str) -> None:
-        for observer in self.observers:
-            observer.memory_point_skipped(label)
-
-    def memory_point_measured(self, point: MemoryPoint) -> None:
-        for observer in self.observers:
-            observer.memory_point_measured(point)
+for _hook in HOOKS:
+    setattr(Broadcast, _hook, _passed_on(_hook))
