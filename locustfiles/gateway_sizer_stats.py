@@ -201,7 +201,7 @@ def _snapshot(environment: Environment) -> dict[str, Any]:
 @events.init.add_listener
 def _log_loop(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
     """A worker names its gevent loop backend and send timer in its log (whatever the log level: Locust runs at
-    WARNING): epoll with gevent.sleep sends in millisecond clusters (runner/locust.py)."""
+    WARNING): epoll with gevent.sleep sends in millisecond clusters (runner/locust/_command.py)."""
     if runner is not None and not isinstance(runner, MasterRunner):
         print(f"gateway-sizer: gevent loop backend {gevent.get_hub().loop.backend}, send timer {timer_in_use()}",
               file=sys.stderr, flush=True)  # fmt: skip

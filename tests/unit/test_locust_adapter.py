@@ -1,4 +1,4 @@
-"""runner/locust.py is the one place that knows Locust's side: it must agree with the locustfiles.
+"""runner.locust is the one place that knows Locust's side: it must agree with the locustfiles.
 
 The locustfiles are read as source (ast), not imported: importing Locust would monkey-patch the test
 process with gevent."""

@@ -1,4 +1,4 @@
-"""Everything gateway-sizer knows about Locust: command lines, and the master's HTTP API.
+"""The Locust master's HTTP API as gateway-sizer drives it.
 
 The runner drives Locust's master over the same HTTP endpoints its web UI uses (`/swarm`, `/stop`,
 `/stats/requests`), so a person watching the web UI sees the live run. Exact per-window figures come
@@ -8,23 +8,15 @@ The thread that keeps the extension's dead-man switch from tripping is runner.he
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import requests
 
-from runner.errors import LoadGeneratorError, UnreachableError, UsageError
+from runner.errors import LoadGeneratorError, UnreachableError
 from runner.http import RetryingClient, timeout
-from runner.paths import LOCUSTFILE_DIR
-
-if TYPE_CHECKING:
-    from runner.scenario import LoadSpec
+from runner.locust._command import LocustOptions
 
 SNAPSHOT_PATH = "/gateway-sizer/snapshot"
 HEARTBEAT_PATH = "/gateway-sizer/heartbeat"  # the dead-man switch (HEARTBEAT_ROUTE there; runner.heartbeat)
@@ -32,193 +24,12 @@ STATE_PATH = "/gateway-sizer/state"
 CONNECTIONS_PATH = "/gateway-sizer/connections"  # locustfiles/connection_holder.py
 PROBE_PATH = "/gateway-sizer/probe"  # locustfiles/route_probe.py
 READY_PATH = "/stats/requests"  # the web UI's own stats route: answers once the master is up
-STATS_EXTENSION = "gateway_sizer_stats.py"
-GUARD_EXTENSION = "gateway_sizer_guard.py"  # who may drive the master, where the load may go
-TARGETS_ENV = "GATEWAY_SIZER_TARGETS"  # the names locustfiles/gateway_sizer_guard.py reads
-TOKEN_ENV = "GATEWAY_SIZER_TOKEN"
-# gevent's loop (libev) on Linux: its epoll backend sleeps whole milliseconds, so every user timer due within one
-# fires in the same wake-up and requests leave a worker in sub-millisecond clusters, which cost Envoy less per
-# request than independent clients' (docs/measurements.md, "gevent's loop"). libev's io_uring backend has
-# microsecond timers and sends Poisson arrivals, but it aborts under a sweep's load (libev 4.33 in gevent 26.9:
-# "io_uring_enter did not consume all sqes" at ~1,300 RPS over 260 connections), so workers stay on epoll unless
-# GEVENT_BACKEND says otherwise, and paced users wait on a timerfd of their own (locustfiles/fine_timer.py) unless
-# GATEWAY_SIZER_TIMER=gevent.
-LOOP_ENV = "GEVENT_BACKEND"
-DEFAULT_LOOP = "epoll"
-TIMER_ENV = "GATEWAY_SIZER_TIMER"  # the name locustfiles/fine_timer.py reads: a timerfd per worker, or gevent.sleep
-DEFAULT_TIMER, TIMERS = "fine", ("fine", "gevent")
 TOKEN_HEADER = "X-Gateway-Sizer-Token"
-WEB_PORT = 8089
-MASTER_PORT = 5557
-LOG_LEVEL = "WARNING"
-# The gateway locustfile's user classes, by the scenario's `load.client`.
-USER_CLASSES = {"fasthttp": "FastGatewayUser", "lean": "LeanGatewayUser"}
-FLAGS = frozenset({"new_connection"})  # the gateway locustfile's options that are flags, not values
 POLL_S = 0.5
 # Workers send their counters to the master every second (the stats extension sets Locust's 3 s
 # WORKER_REPORT_INTERVAL to this); figures for a second are complete once a report after it has arrived.
 WORKER_REPORT_INTERVAL_S = 1.0
 REPORT_LAG_S = WORKER_REPORT_INTERVAL_S + 0.5
-
-
-def user_class(load: LoadSpec) -> str:
-    """The Locust user class a scenario runs: its explicit `user_class`, or the one implementing `client`."""
-    return load.user_class or USER_CLASSES[load.client]
-
-
-@dataclass(frozen=True)
-class LocustOptions:
-    """The gateway locustfile's own options (see locustfiles/gateway.py)."""
-
-    host_header: str
-    request_path: str
-    user_rps: float = 0.0
-    arrivals: str = "poisson"
-    accept_encoding: str = "gzip, deflate, br"
-    new_connection: bool = False  # every request on a new connection (the new-connection traffic profiles)
-
-    @classmethod
-    def from_load(
-        cls,
-        load: LoadSpec,
-        user_rps: float = 0.0,
-        arrivals: str | None = None,
-        target: LoadTarget | None = None,
-    ) -> LocustOptions:
-        """The options a scenario's `load` section asks for, at `user_rps` per user, with `arrivals`
-        (default: the scenario's first arrival model), sending what `target` says (default: the load
-        section's Host header and path over keep-alive connections)."""
-        host_header, path = (target.host_header, target.path) if target else (load.host_header, load.path)
-        new_connection = target.new_connection if target else False
-        arrival = arrivals or load.arrivals[0]
-        encoding = (target.accept_encoding if target else None) or load.accept_encoding
-        return cls(host_header, path, user_rps, arrival, encoding, new_connection)
-
-    def as_form(self) -> dict[str, str]:
-        """The options as the /swarm form fields Locust forwards to the workers (a flag as true/false, as
-        Locust's web UI reads it)."""
-        return {
-            "host_header": self.host_header,
-            "request_path": self.request_path,
-            "user_rps": f"{self.user_rps:g}",
-            "arrivals": self.arrivals,
-            "accept_encoding": self.accept_encoding,
-            "new_connection": "true" if self.new_connection else "false",
-        }
-
-    def as_args(self) -> list[str]:
-        """The same options on a Locust command line (a flag only when set)."""
-        args: list[str] = []
-        for key, value in self.as_form().items():
-            flag = f"--{key.replace('_', '-')}"
-            if value in ("true", "false") and key in FLAGS:
-                args += [flag] if value == "true" else []
-            else:
-                args += [flag, value]
-        return args
-
-
-@dataclass(frozen=True)
-class LoadTarget:
-    """Where and how the load generator sends one traffic profile's requests."""
-
-    url: str  # the gateway (https:// for a TLS profile), or the backend itself for the baseline
-    host_header: str
-    path: str
-    new_connection: bool = False
-    accept_encoding: str | None = None  # the profile's Accept-Encoding; None: the scenario's (load.accept_encoding)
-
-
-def locustfile_arg(locustfile: Path) -> str:
-    """`-f` value: the locustfile plus the stats and guard extensions that live beside gateway.py."""
-    extensions = [str(LOCUSTFILE_DIR / name) for name in (STATS_EXTENSION, GUARD_EXTENSION) if name != locustfile.name]
-    return ",".join([str(locustfile), *extensions])
-
-
-def guard_env(targets: Sequence[str], token: str | None = None) -> dict[str, str]:
-    """The environment that closes a Locust to everyone but its run (locustfiles/gateway_sizer_guard.py): load
-    only to `targets`; with `token`, commands only from whoever holds it."""
-    return {TARGETS_ENV: ",".join(targets), **({TOKEN_ENV: token} if token else {})}
-
-
-def loop_env() -> dict[str, str]:
-    """How Locust's workers wait: the gevent loop backend (GEVENT_BACKEND as the runner was given it, else
-    DEFAULT_LOOP) and the paced users' send timer (GATEWAY_SIZER_TIMER, else DEFAULT_TIMER); UsageError for a
-    timer locustfiles/fine_timer.py does not know."""
-    timer = os.environ.get(TIMER_ENV) or DEFAULT_TIMER
-    if timer not in TIMERS:
-        raise UsageError(f"{TIMER_ENV}={timer!r} is not a send timer",
-                         f"set it to {' or '.join(TIMERS)}, or unset it (default: {DEFAULT_TIMER})")  # fmt: skip
-    return {LOOP_ENV: os.environ.get(LOOP_ENV) or DEFAULT_LOOP, TIMER_ENV: timer}
-
-
-def loop_backend(python: str = sys.executable) -> str | None:
-    """The loop backend a Locust worker started with loop_env() by `python` on this machine runs on (None: unknown)."""
-    probe = "import gevent; print(gevent.get_hub().loop.backend)"
-    try:
-        done = subprocess.run([python, "-c", probe], env={**os.environ, **loop_env()}, capture_output=True,
-                              text=True, timeout=30, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (done.stdout.strip() or None) if done.returncode == 0 else None
-
-
-def master_args(
-    locustfile: str,
-    user_class: str,
-    host: str,
-    options: LocustOptions,
-    *,
-    web_port: int = WEB_PORT,
-    master_port: int = MASTER_PORT,
-    web_host: str | None = None,
-    bind_host: str | None = None,
-) -> list[str]:
-    """Locust's arguments for the master: web UI on `web_host:web_port` (all interfaces when None),
-    workers connect on `bind_host:master_port`."""
-    binds = ["--master-bind-host", bind_host] if bind_host else []
-    web = ["--web-host", web_host] if web_host else []
-    return [
-        "-f",
-        locustfile,
-        "--master",
-        *binds,
-        "--master-bind-port",
-        str(master_port),
-        *web,
-        "--web-port",
-        str(web_port),
-        "--host",
-        host,
-        "--loglevel",
-        LOG_LEVEL,
-        *options.as_args(),
-        user_class,
-    ]
-
-
-def worker_args(
-    locustfile: str, user_class: str, options: LocustOptions, *, master_host: str, master_port: int = MASTER_PORT
-) -> list[str]:
-    """Locust's arguments for a worker that connects to `master_host:master_port`."""
-    return [
-        "-f",
-        locustfile,
-        "--worker",
-        "--master-host",
-        master_host,
-        "--master-port",
-        str(master_port),
-        "--loglevel",
-        LOG_LEVEL,
-        *options.as_args(),
-        user_class,
-    ]
-
-
-def local_command(args: list[str], python: str = sys.executable) -> list[str]:
-    """Locust run as a module of this Python (the local platform's processes)."""
-    return [python, "-m", "locust", *args]
 
 
 @dataclass(frozen=True)
@@ -408,8 +219,14 @@ class LocustMaster:
     ) -> HeldConnections:
         """Replace whatever the master holds by `count` idle keep-alive connections to `url` (0 releases);
         they open in the background at `open_rate` per second: poll `connections()`."""
-        body = {"count": count, "url": url, "host_header": host_header, "path": path, "refresh_s": refresh_s,
-                "open_rate": open_rate}  # fmt: skip
+        body = {
+            "count": count,
+            "url": url,
+            "host_header": host_header,
+            "path": path,
+            "refresh_s": refresh_s,
+            "open_rate": open_rate,
+        }
         return HeldConnections.from_json(self._call("POST", CONNECTIONS_PATH, json=body).json())
 
     def connections(self) -> HeldConnections:
