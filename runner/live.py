@@ -90,8 +90,13 @@ class LiveState(SweepObserver):
         }
 
     def load_changed(self, level: LoadLevel, phase: str, seconds: float) -> None:
-        self._update(phase=phase, offered_rps=level.target_rps, users=level.users, phase_seconds=seconds,
-                     phase_started_at=time.time())  # fmt: skip
+        self._update(
+            phase=phase,
+            offered_rps=level.target_rps,
+            users=level.users,
+            phase_seconds=seconds,
+            phase_started_at=time.time(),
+        )
 
     def step_measured(self, config: Configuration, step: Step) -> None:
         self._steps.append(step)
@@ -105,8 +110,15 @@ class LiveState(SweepObserver):
 
     def memory_point_started(self, position: int, total: int, label: str) -> None:
         self._steps = []
-        self._update(position=f"memory {position}", configurations=total, configuration=label, windows=[],
-                     knee=None, capacity=None, status="running")  # fmt: skip
+        self._update(
+            position=f"memory {position}",
+            configurations=total,
+            configuration=label,
+            windows=[],
+            knee=None,
+            capacity=None,
+            status="running",
+        )
 
     def memory_point_measured(self, point: MemoryPoint) -> None:
         working_set = f", working set {point.working_set_bytes / 2**20:,.0f} MiB" if point.working_set_bytes else ""

@@ -165,8 +165,9 @@ class MemoryExperiment:
             self._sleep(self.spec.settle_s)
             return self._measure(holder, plan, programming)
         except SizerError as error:
-            return MemoryPoint(key=plan.key, connections=plan.connections, routes=plan.routes, status="failed",
-                               reason=error.one_line())  # fmt: skip
+            return MemoryPoint(
+                key=plan.key, connections=plan.connections, routes=plan.routes, status="failed", reason=error.one_line()
+            )
         finally:
             with contextlib.suppress(SizerError):
                 holder.release_connections()
@@ -194,8 +195,9 @@ class MemoryExperiment:
     def _hold(self, holder: ConnectionHolder, count: int, target: LoadTarget) -> HeldConnections:
         """Ask the master for `count` connections to `target` and wait until each was opened or failed."""
         spec = self.spec
-        held = holder.hold_connections(count, target.url, target.host_header, path=target.path,
-                                       refresh_s=spec.refresh_s, open_rate=spec.open_rate)  # fmt: skip
+        held = holder.hold_connections(
+            count, target.url, target.host_header, path=target.path, refresh_s=spec.refresh_s, open_rate=spec.open_rate
+        )
         budget_s = count / spec.open_rate + OPEN_SLACK_S
         self.observer.load_changed(self._level(), f"memory: opening {count:,} connections", budget_s)
         deadline = self.clock.monotonic() + budget_s

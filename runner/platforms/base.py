@@ -96,8 +96,13 @@ class Platform(ABC):
         with the scenario's Host header; a platform with a TLS listener overrides this for TLS profiles."""
         if profile.tls:
             raise UsageError(f"profile {profile.name}: the {self.name} platform has no TLS listener")
-        return LoadTarget(self.endpoints.gateway, load.host_header, profile.path(load.path), profile.new_connection,
-                          profile.accept_encoding)  # fmt: skip
+        return LoadTarget(
+            self.endpoints.gateway,
+            load.host_header,
+            profile.path(load.path),
+            profile.new_connection,
+            profile.accept_encoding,
+        )
 
     def capacities(self) -> Capacities:
         """How much CPU a Locust worker and an nginx replica have, for the validity guards."""

@@ -144,8 +144,9 @@ def compare_runs(a: RunSummary, b: RunSummary, threshold_pct: float = DEFAULT_TH
                 resolvable=resolvable,
             )
         )
-    return Comparison(a.run_id, b.run_id, threshold_pct, tuple(rows), drift_a, drift_b,
-                      _control_change(a, b, drift_a, drift_b))  # fmt: skip
+    return Comparison(
+        a.run_id, b.run_id, threshold_pct, tuple(rows), drift_a, drift_b, _control_change(a, b, drift_a, drift_b)
+    )
 
 
 def _drift(drift: ControlDrift | None) -> str:

@@ -117,8 +117,9 @@ def _lead(series: Series | None, rows: Sequence[ConfigRow], memory: bool) -> str
             if memory
             else "No configuration was measured."
         )
-    why = "; ".join(f"{r.label}: {r.config.status}" + (f" ({r.config.reason})" if r.config.reason else "")
-                    for r in rows)  # fmt: skip
+    why = "; ".join(
+        f"{r.label}: {r.config.status}" + (f" ({r.config.reason})" if r.config.reason else "") for r in rows
+    )
     return f"No valid knee, so no figure to size from: {why}."
 
 

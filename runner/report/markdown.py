@@ -9,7 +9,7 @@ from runner.report._jinja import environment
 from runner.report.model import Report
 
 if TYPE_CHECKING:
-    from runner.report.plots import Plot
+    from runner.report.drawing import Plot
 
 __all__ = ["render_markdown"]
 

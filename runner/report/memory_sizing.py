@@ -100,8 +100,10 @@ def _round_up(value: float, step: int) -> int:
 
 def check_memory_request(connections: float, routes: float) -> None:
     """UsageError for counts that mean nothing: negative, fractional, not finite, absurd."""
-    for flag, value, high in (("--connections", connections, MAX_RECOMMEND_CONNECTIONS),
-                              ("--routes", routes, MAX_RECOMMEND_ROUTES)):  # fmt: skip
+    for flag, value, high in (
+        ("--connections", connections, MAX_RECOMMEND_CONNECTIONS),
+        ("--routes", routes, MAX_RECOMMEND_ROUTES),
+    ):
         if not math.isfinite(value) or value < 0 or value != int(value) or value > high:
             raise UsageError(f"{flag} must be a whole number from 0 to {high:,}, got {value:g}", f"e.g. {flag} 10000")
 
@@ -162,9 +164,16 @@ def recommend_memory(
     heap_fits = (upper / HEAP_STOP_SHARE + (fits.non_heap_bytes or 0.0)) / HEAP_SHARE
     limit = _round_up(max(predicted * (1 + headroom), upper, admits, heap_fits), MEMORY_STEP_BYTES)
     return MemoryRecommendation(
-        connections, routes, headroom, predicted, upper, limit, overload_for(fits, limit, routes), fits,
+        connections,
+        routes,
+        headroom,
+        predicted,
+        upper,
+        limit,
+        overload_for(fits, limit, routes),
+        fits,
         tuple(_warnings(fits, connections, routes)),
-    )  # fmt: skip
+    )
 
 
 def _warnings(fits: MemoryFits, connections: int, routes: int) -> list[str]:

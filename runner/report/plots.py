@@ -1,70 +1,21 @@
-"""The report's plots as PNG bytes, drawn with matplotlib's Agg canvas (no display, no pyplot state)."""
+"""The report's plots of the run's windows and knees (the memory model's are runner.report.memory_plots), each
+drawn by runner.report.drawing; `render_plots` makes every plot the data supports."""
 
 from __future__ import annotations
 
-import base64
-import io
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-import matplotlib
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from runner.model import MemoryPoint
 from runner.quantities import format_cpu
-from runner.report.memory_fit import LineFit
-from runner.report.memory_report import MemoryRow
+from runner.report.drawing import COLORS, PERCENTILE_STYLES, Plot, color, png
+from runner.report.memory_plots import MEMORY_PLOTS
 from runner.report.model import Report
 from runner.report.rows import ConfigRow
 
-__all__ = ["Plot", "render_plots"]
-
-SIZE_IN = (6.4, 3.8)
-DPI = 120
-FONT_PT = 10.5
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
-GRID_COLOR, GRID_LINEWIDTH = "#dddddd", 0.6
-_MIB = 2**20
-_PERCENTILE_STYLES: dict[str, dict] = {
-    "p50": {"linestyle": "--", "linewidth": 1.0, "alpha": 0.6},
-    "p95": {"linestyle": "-", "linewidth": 1.6, "marker": "o"},
-    "p99": {"linestyle": ":", "linewidth": 1.4},
-}
-
-
-@dataclass(frozen=True)
-class Plot:
-    """One figure: `name` is its file stem (plots/<name>.png) and its anchor in the HTML."""
-
-    name: str
-    title: str
-    caption: str
-    png: bytes
-
-    @property
-    def data_uri(self) -> str:
-        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
-
-
-def _png(draw: Callable[[Axes], None]) -> bytes:
-    with matplotlib.rc_context({"font.size": FONT_PT}):
-        figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-        FigureCanvasAgg(figure)
-        axes = figure.subplots()
-        axes.grid(True, color=GRID_COLOR, linewidth=GRID_LINEWIDTH)
-        axes.spines[["top", "right"]].set_visible(False)
-        draw(axes)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
-
-
-def _color(index: int) -> str:
-    return COLORS[index % len(COLORS)]
+__all__ = ["render_plots"]
 
 
 def _legend_labels(sections: Sequence[ConfigRow]) -> list[str]:
@@ -90,22 +41,45 @@ def _knee_per_core(report: Report) -> Plot | None:
     def draw(ax: Axes) -> None:
         if knees:
             intervals = [r.per_core_interval or (r.per_core, r.per_core) for r in knees]
-            errors = [[r.per_core - i[0] for r, i in zip(knees, intervals, strict=True)],
-                      [i[1] - r.per_core for r, i in zip(knees, intervals, strict=True)]]  # fmt: skip
-            ax.errorbar([r.cores for r in knees], [r.per_core for r in knees], yerr=errors, fmt="o", ms=7, capsize=4,
-                        color=COLORS[0], zorder=3, label="knee per core (95% interval)")  # fmt: skip
+            errors = [
+                [r.per_core - i[0] for r, i in zip(knees, intervals, strict=True)],
+                [i[1] - r.per_core for r, i in zip(knees, intervals, strict=True)],
+            ]
+            ax.errorbar(
+                [r.cores for r in knees],
+                [r.per_core for r in knees],
+                yerr=errors,
+                fmt="o",
+                ms=7,
+                capsize=4,
+                color=COLORS[0],
+                zorder=3,
+                label="knee per core (95% interval)",
+            )
             for r in knees:
                 ax.annotate(f"{r.per_core:,.0f}", (r.cores, r.per_core), textcoords="offset points", xytext=(8, -12))
         if broke:
-            ax.plot([r.cores for r in broke], [r.per_core for r in broke], "^", ms=8, color=COLORS[1], zorder=3,
-                    label="capacity per core (latency broke first)")  # fmt: skip
+            ax.plot(
+                [r.cores for r in broke],
+                [r.per_core for r in broke],
+                "^",
+                ms=8,
+                color=COLORS[1],
+                zorder=3,
+                label="capacity per core (latency broke first)",
+            )
         growth, top = series.scaling.growth, series.largest.cores * 1.25
         if growth is not None:
             anchor = series.largest
             xs = [series.smallest.cores * 0.8 + i * (top - series.smallest.cores * 0.8) / 40 for i in range(41)]
             g = growth.exponent.value
-            ax.plot(xs, [anchor.per_core * (x / anchor.cores) ** (g - 1) for x in xs], "--", color=COLORS[2],
-                    label=f"growth: knee ~ cores^{g:.2f}")  # fmt: skip
+            ax.plot(
+                xs,
+                [anchor.per_core * (x / anchor.cores) ** (g - 1) for x in xs],
+                "--",
+                color=COLORS[2],
+                label=f"growth: knee ~ cores^{g:.2f}",
+            )
         ax.set_xlim(0, top)
         ax.set_ylim(bottom=0, top=max((r.per_core_interval or (0, r.per_core))[1] for r in series.rates) * 1.2)
         ax.set_xlabel("Envoy CPU limit (cores)")
@@ -114,7 +88,7 @@ def _knee_per_core(report: Report) -> Plot | None:
         ax.legend(loc="lower right", frameon=False, fontsize="small")
 
     title = f"Knee per core vs Envoy CPU limit ({series.profile}, {series.arrivals} arrivals)"
-    return Plot("knee_per_core", title, series.scaling.text, _png(draw))
+    return Plot("knee_per_core", title, series.scaling.text, png(draw))
 
 
 def _measured(report: Report) -> list[ConfigRow]:
@@ -129,10 +103,15 @@ def _rps_vs_users(report: Report) -> Plot | None:
 
     def draw(ax: Axes) -> None:
         for i, row in enumerate(rows):
-            ax.plot([s.step.users for s in row.steps], [s.step.rps for s in row.steps], "o-", color=_color(i),
-                    label=labels[i])  # fmt: skip
+            ax.plot(
+                [s.step.users for s in row.steps],
+                [s.step.rps for s in row.steps],
+                "o-",
+                color=color(i),
+                label=labels[i],
+            )
             if row.knee is not None and row.knee.users is not None:
-                ax.plot(row.knee.users, row.knee.rps, "*", ms=14, color=_color(i), markeredgecolor="black")
+                ax.plot(row.knee.users, row.knee.rps, "*", ms=14, color=color(i), markeredgecolor="black")
         ax.set_xlabel("concurrent users")
         ax.set_ylabel("throughput (RPS, Locust)")
         ax.set_xlim(left=0)
@@ -140,7 +119,7 @@ def _rps_vs_users(report: Report) -> Plot | None:
         ax.yaxis.set_major_formatter("{x:,.0f}")
         ax.legend(loc="upper left", frameon=False, fontsize="small")
 
-    return Plot("rps_vs_users", "Throughput vs users", "Star: the knee of each configuration.", _png(draw))
+    return Plot("rps_vs_users", "Throughput vs users", "Star: the knee of each configuration.", png(draw))
 
 
 def _cpu_vs_rps(report: Report) -> Plot | None:
@@ -158,11 +137,9 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
                 [max(0.0, r.cpu_utilization_mean - r.cpu_utilization_min) * 100 for r in rows],
                 [max(0.0, r.cpu_utilization_max - r.cpu_utilization_mean) * 100 for r in rows],
             ]
-            ax.errorbar(
-                [r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=_color(i), label=labels[i]
-            )
+            ax.errorbar([r.rps for r in rows], means, yerr=spread, fmt="o-", capsize=3, color=color(i), label=labels[i])
             if row.knee is not None:
-                ax.plot(row.knee.rps, report.threshold * 100, "*", ms=14, color=_color(i), markeredgecolor="black")
+                ax.plot(row.knee.rps, report.threshold * 100, "*", ms=14, color=color(i), markeredgecolor="black")
         ax.axhline(report.threshold * 100, color="black", linestyle=":", linewidth=1.2)
         ax.annotate(
             f"{report.threshold:.0%} threshold",
@@ -179,7 +156,7 @@ def _cpu_vs_rps(report: Report) -> Plot | None:
         ax.legend(loc="lower right", frameon=False, fontsize="small")
 
     caption = "Mean over each window, bars from min to max; star: the knee."
-    return Plot("cpu_vs_rps", "CPU utilization vs RPS", caption, _png(draw))
+    return Plot("cpu_vs_rps", "CPU utilization vs RPS", caption, png(draw))
 
 
 def _latency_vs_rps(report: Report) -> Plot | None:
@@ -195,13 +172,13 @@ def _latency_vs_rps(report: Report) -> Plot | None:
             worst = max(worst, *(v for r in rows for v in (r.p95_ms, r.p99_ms) if v is not None))
             xs = [r.rps for r in rows]
             for style, values in (
-                (_PERCENTILE_STYLES["p95"], [r.p95_ms for r in rows]),
-                (_PERCENTILE_STYLES["p99"], [r.p99_ms for r in rows]),
-                (_PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows]),
+                (PERCENTILE_STYLES["p95"], [r.p95_ms for r in rows]),
+                (PERCENTILE_STYLES["p99"], [r.p99_ms for r in rows]),
+                (PERCENTILE_STYLES["p50"], [r.p50_ms for r in rows]),
             ):
-                ax.plot(xs, [_ms(v) for v in values], color=_color(i), **style)
+                ax.plot(xs, [_ms(v) for v in values], color=color(i), **style)
             if row.knee is not None:
-                ax.axvline(row.knee.rps, color=_color(i), linewidth=0.8, alpha=0.6)
+                ax.axvline(row.knee.rps, color=color(i), linewidth=0.8, alpha=0.6)
         ax.set_yscale("log")
         ax.set_ylim(top=worst * 8)  # a band above the data for the two legends
         ax.yaxis.set_major_formatter("{x:,.0f}")
@@ -209,16 +186,16 @@ def _latency_vs_rps(report: Report) -> Plot | None:
         ax.set_ylabel("latency (ms, log scale)")
         ax.set_xlim(left=0)
         ax.xaxis.set_major_formatter("{x:,.0f}")
-        configs = [Line2D([], [], color=_color(i), marker="o", label=label) for i, label in enumerate(labels)]
+        configs = [Line2D([], [], color=color(i), marker="o", label=label) for i, label in enumerate(labels)]
         styles = [
             Line2D([], [], color="#555555", label=name, **{k: v for k, v in style.items() if k != "marker"})
-            for name, style in _PERCENTILE_STYLES.items()
+            for name, style in PERCENTILE_STYLES.items()
         ]
         ax.add_artist(ax.legend(handles=configs, loc="upper left", frameon=False, fontsize="small"))
         ax.legend(handles=styles, loc="upper right", frameon=False, fontsize="small", ncol=3)
 
     caption = "Color: configuration; vertical lines at each knee."
-    return Plot("latency_vs_rps", "Latency percentiles vs RPS", caption, _png(draw))
+    return Plot("latency_vs_rps", "Latency percentiles vs RPS", caption, png(draw))
 
 
 def _cost_vs_rps(report: Report) -> Plot | None:
@@ -231,15 +208,16 @@ def _cost_vs_rps(report: Report) -> Plot | None:
 
     def draw(ax: Axes) -> None:
         for i, row in enumerate(measured):
-            costs = sorted((s.step.rps, s.step.cpu_per_request_us or 0.0, s.step.regime == "throttled")
-                           for s in row.steps)  # fmt: skip
+            costs = sorted(
+                (s.step.rps, s.step.cpu_per_request_us or 0.0, s.step.regime == "throttled") for s in row.steps
+            )
             points = [(rps, cost) for rps, cost, _ in costs if cost > 0]
             ringed = [(rps, cost) for rps, cost, throttled in costs if cost > 0 and throttled]
-            ax.plot(*zip(*points, strict=True), "o", color=_color(i), label=labels[i], alpha=0.85)
+            ax.plot(*zip(*points, strict=True), "o", color=color(i), label=labels[i], alpha=0.85)
             if ringed:
-                ax.plot(*zip(*ringed, strict=True), "o", mfc="none", ms=11, color=_color(i))
+                ax.plot(*zip(*ringed, strict=True), "o", mfc="none", ms=11, color=color(i))
             if row.knee is not None and row.cpu_per_request_us is not None:
-                ax.plot(row.knee.rps, row.cpu_per_request_us, "*", ms=14, color=_color(i), markeredgecolor="black")
+                ax.plot(row.knee.rps, row.cpu_per_request_us, "*", ms=14, color=color(i), markeredgecolor="black")
         ax.set_xlabel("throughput (RPS, Locust)")
         ax.set_ylabel("Envoy CPU per request (\u00b5s)")
         ax.set_xlim(left=0)
@@ -251,7 +229,7 @@ def _cost_vs_rps(report: Report) -> Plot | None:
         "Envoy's CPU time per request in each window; ringed: windows in the throttled regime (CFS throttling in 15% "
         "of periods or more); star: at the knee. A falling cost means utilization is not proportional to RPS."
     )
-    return Plot("cost_vs_rps", "CPU per request vs RPS", caption, _png(draw))
+    return Plot("cost_vs_rps", "CPU per request vs RPS", caption, png(draw))
 
 
 def _profiles(report: Report) -> Plot | None:
@@ -276,7 +254,7 @@ def _profiles(report: Report) -> Plot | None:
             x = [g + (i - (len(names) - 1) / 2) * width for g, _ in mine]
             low = [k.rps - (k.low if k.low is not None else k.rps) for _, k in mine]
             high = [(k.high if k.high is not None else k.rps) - k.rps for _, k in mine]
-            ax.bar(x, [k.rps for _, k in mine], width * 0.95, color=_color(i), label=name, yerr=[low, high], capsize=3)
+            ax.bar(x, [k.rps for _, k in mine], width * 0.95, color=color(i), label=name, yerr=[low, high], capsize=3)
         cpus = {p.group: p.row.cpu_cores for p in comparison.rows}
         ax.set_xticks(range(len(groups)), [f"Envoy {format_cpu(cpus[g])}" for g in groups])
         ax.set_ylabel("knee (RPS)")
@@ -284,109 +262,19 @@ def _profiles(report: Report) -> Plot | None:
         ax.legend(loc="upper left", frameon=False, fontsize="small")
 
     caption = "Knee per traffic profile at each Envoy CPU limit; whiskers: the knee's 95% interval where it has one."
-    return Plot("profiles", "Knee per traffic profile", caption, _png(draw))
-
-
-@dataclass(frozen=True)
-class _MemoryAxis:
-    """One of the memory model's two plots: its rows, x, fit and words."""
-
-    name: str
-    title: str
-    rows: tuple[MemoryRow, ...]
-    x_of: Callable[[MemoryPoint], float]
-    x_label: str
-    fit: LineFit | None
-    slope: Callable[[LineFit], str]
-    caption: str
-
-
-def _memory_plot(report: Report, axis: _MemoryAxis) -> Plot | None:
-    """Working set (and Envoy's heap) against the axis' x, with the fitted line."""
-    section = report.memory
-    if section is None:
-        return None
-    points = [r.point for r in axis.rows if r.point.working_set_bytes is not None]
-    if len(points) < 2:
-        return None
-    fit = axis.fit
-
-    def draw(ax: Axes) -> None:
-        xs = [axis.x_of(p) for p in points]
-        ax.plot(xs, [(p.working_set_bytes or 0) / _MIB for p in points], "o", ms=7, color=COLORS[0], zorder=3,
-                label="working set (mean over the window)")  # fmt: skip
-        heap = [(x, p.heap_bytes / _MIB) for x, p in zip(xs, points, strict=True) if p.heap_bytes is not None]
-        if heap:
-            ax.plot(*zip(*heap, strict=True), "s", ms=5, color=COLORS[2], label="Envoy heap (server.memory_heap_size)")
-        if fit is not None:
-            ends = [0.0, max(xs) * 1.05]
-            ax.plot(ends, [fit.at(x) / _MIB for x in ends], "--", color=COLORS[1],
-                    label=f"fit: {axis.slope(fit)}, R\u00b2 {fit.r_squared:.3f}")  # fmt: skip
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel(axis.x_label)
-        ax.set_ylabel("MiB")
-        ax.xaxis.set_major_formatter("{x:,.0f}")
-        ax.legend(loc="upper left", frameon=False, fontsize="small")
-
-    caption = f"{axis.caption}; Envoy at {section.envoy_memory}, {section.fits.cgroup_note.split(':')[0]}."
-    return Plot(axis.name, axis.title, caption, _png(draw))
-
-
-def _memory_vs_connections(report: Report) -> Plot | None:
-    section = report.memory
-    if section is None:
-        return None
-    axis = _MemoryAxis(
-        "memory_vs_connections", "Envoy memory vs held connections", section.connection_rows,
-        lambda p: p.envoy_connections if p.envoy_connections is not None else float(p.held),
-        "Envoy's active downstream connections", section.fits.connections,
-        lambda fit: f"{fit.slope / 2**10:,.1f} KiB per connection", section.fits.describe_connections(),
-    )  # fmt: skip
-    return _memory_plot(report, axis)
-
-
-def _memory_vs_routes(report: Report) -> Plot | None:
-    section = report.memory
-    if section is None:
-        return None
-    axis = _MemoryAxis(
-        "memory_vs_routes", "Envoy memory vs routes", section.route_rows, lambda p: float(p.routes),
-        "extra routes (virtual hosts, or HTTPProxies on Kubernetes)", section.fits.routes,
-        lambda fit: f"{fit.slope * 1000 / _MIB:,.2f} MiB per 1,000 routes", section.fits.describe_routes(),
-    )  # fmt: skip
-    return _memory_plot(report, axis)
-
-
-def _route_programming(report: Report) -> Plot | None:
-    """Each timed route's seconds from creation to served, against the routes in place; p50 and p99 per point."""
-    section = report.memory
-    if section is None or section.programming_text is None:
-        return None
-    timed = [(r.point.routes, r.point.programming) for r in section.control_plane_rows]
-    timed_points = [(routes, g) for routes, g in timed if g is not None and g.samples_s]
-
-    def draw(ax: Axes) -> None:
-        for index, (routes, g) in enumerate(timed_points):
-            ax.plot([routes] * len(g.samples_s), g.samples_s, "o", ms=4, alpha=0.45, color=COLORS[0],
-                    label="one route" if index == 0 else None)  # fmt: skip
-        xs = [routes for routes, _ in timed_points]
-        for name, color in (("p50", COLORS[2]), ("p99", COLORS[1])):
-            ys = [g.percentile_s(int(name[1:])) or 0.0 for _, g in timed_points]
-            ax.plot(xs, ys, color=color, label=name, **_PERCENTILE_STYLES[name])
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("routes (HTTPProxies) in place")
-        ax.set_ylabel("seconds from creation to served")
-        ax.xaxis.set_major_formatter("{x:,.0f}")
-        ax.legend(loc="upper left", frameon=False, fontsize="small")
-
-    caption = f"Route programming: {section.programming_text}."
-    return Plot("memory_route_programming", "Route programming latency vs routes", caption, _png(draw))
+    return Plot("profiles", "Knee per traffic profile", caption, png(draw))
 
 
 def render_plots(report: Report) -> list[Plot]:
     """Every plot the data supports, in reading order."""
-    makers = (_knee_per_core, _profiles, _cpu_vs_rps, _cost_vs_rps, _rps_vs_users, _latency_vs_rps,
-              _memory_vs_connections, _memory_vs_routes, _route_programming)  # fmt: skip
+    makers = (
+        _knee_per_core,
+        _profiles,
+        _cpu_vs_rps,
+        _cost_vs_rps,
+        _rps_vs_users,
+        _latency_vs_rps,
+        *MEMORY_PLOTS,
+    )
     made = (make(report) for make in makers)
     return [plot for plot in made if plot is not None]

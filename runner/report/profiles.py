@@ -124,9 +124,16 @@ def _connection_costs(rows: Sequence[ProfileRow]) -> list[ConnectionCost]:
         interval = connection_cost(row.row.config, kept.row.config, row.row.threshold, row.connections_per_request)
         extra = interval.value if interval is not None else extra  # paired: from the rounds both were measured in
         costs.append(
-            ConnectionCost(row.row.cpu_cores, kept.row.profile, row.row.profile, profile.tls, extra,
-                           kept.row.cpu_per_request_us, interval)
-        )  # fmt: skip
+            ConnectionCost(
+                row.row.cpu_cores,
+                kept.row.profile,
+                row.row.profile,
+                profile.tls,
+                extra,
+                kept.row.cpu_per_request_us,
+                interval,
+            )
+        )
     return costs
 
 

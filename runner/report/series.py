@@ -92,8 +92,9 @@ class Ratio:
         return "faster" if self.low > 1 else "slower" if self.high < 1 else "proportional"
 
 
-def ratio_of(a: ConfigResult, b: ConfigResult, threshold: float, *, per_core: bool, label: str,
-             compared: str) -> Ratio | None:  # fmt: skip
+def ratio_of(
+    a: ConfigResult, b: ConfigResult, threshold: float, *, per_core: bool, label: str, compared: str
+) -> Ratio | None:
     """knee(a) / knee(b) (or of their knees per core), paired round by round; None unless both knees count."""
     if a.valid_knee is None or b.valid_knee is None or a.knee_per_core is None or b.knee_per_core is None:
         return None

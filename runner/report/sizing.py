@@ -218,9 +218,21 @@ def recommend(
             "so watch it at the target load"
         )
     return Recommendation(
-        target_rps, headroom, required, basis, exact, interval, cores, memory, peak_memory, series, tuple(warnings),
-        how, by_growth, memory_bytes is not None,
-    )  # fmt: skip
+        target_rps,
+        headroom,
+        required,
+        basis,
+        exact,
+        interval,
+        cores,
+        memory,
+        peak_memory,
+        series,
+        tuple(warnings),
+        how,
+        by_growth,
+        memory_bytes is not None,
+    )
 
 
 def _cpu_line(rec: Recommendation) -> str:

@@ -45,13 +45,32 @@ SHRINK_HEAP_AT = 0.95
 STOP_REQUESTS_AT = 0.98
 _EXT = "type.googleapis.com/envoy.extensions"
 COMPRESSED_TYPES = [
-    "text/html", "text/plain", "text/css", "application/javascript", "application/x-javascript",
-    "text/javascript", "text/x-javascript", "text/ecmascript", "text/js", "text/jscript", "text/x-js",
-    "application/ecmascript", "application/x-json", "application/xml", "application/json", "image/svg+xml",
-    "text/xml", "application/xhtml+xml", "application/grpc-web", "application/grpc-web+proto",
-    "application/grpc-web+json", "application/grpc-web+thrift", "application/grpc-web-text",
-    "application/grpc-web-text+proto", "application/grpc-web-text+thrift",
-]  # fmt: skip
+    "text/html",
+    "text/plain",
+    "text/css",
+    "application/javascript",
+    "application/x-javascript",
+    "text/javascript",
+    "text/x-javascript",
+    "text/ecmascript",
+    "text/js",
+    "text/jscript",
+    "text/x-js",
+    "application/ecmascript",
+    "application/x-json",
+    "application/xml",
+    "application/json",
+    "image/svg+xml",
+    "text/xml",
+    "application/xhtml+xml",
+    "application/grpc-web",
+    "application/grpc-web+proto",
+    "application/grpc-web+json",
+    "application/grpc-web+thrift",
+    "application/grpc-web-text",
+    "application/grpc-web-text+proto",
+    "application/grpc-web-text+thrift",
+]
 # Contour's default HTTP filter chain for an HTTPProxy listener (its per-route features stay inert).
 HTTP_FILTERS: list[dict[str, Any]] = [
     {
@@ -258,24 +277,28 @@ def overload_manager(overload: Overload) -> dict[str, Any]:
     monitors: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
     if overload.max_heap_bytes:
-        monitors.append({
-            "name": "envoy.resource_monitors.fixed_heap",
-            "typed_config": {
-                "@type": f"{_EXT}.resource_monitors.fixed_heap.v3.FixedHeapConfig",
-                "max_heap_size_bytes": overload.max_heap_bytes,
-            },
-        })  # fmt: skip
+        monitors.append(
+            {
+                "name": "envoy.resource_monitors.fixed_heap",
+                "typed_config": {
+                    "@type": f"{_EXT}.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                    "max_heap_size_bytes": overload.max_heap_bytes,
+                },
+            }
+        )
         for action, threshold in (("shrink_heap", SHRINK_HEAP_AT), ("stop_accepting_requests", STOP_REQUESTS_AT)):
             trigger = {"name": "envoy.resource_monitors.fixed_heap", "threshold": {"value": threshold}}
             actions.append({"name": f"envoy.overload_actions.{action}", "triggers": [trigger]})
     if overload.max_connections:
-        monitors.append({
-            "name": "envoy.resource_monitors.global_downstream_max_connections",
-            "typed_config": {
-                "@type": f"{_EXT}.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
-                "max_active_downstream_connections": overload.max_connections,
-            },
-        })  # fmt: skip
+        monitors.append(
+            {
+                "name": "envoy.resource_monitors.global_downstream_max_connections",
+                "typed_config": {
+                    "@type": f"{_EXT}.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                    "max_active_downstream_connections": overload.max_connections,
+                },
+            }
+        )
     return {"refresh_interval": OVERLOAD_REFRESH, "resource_monitors": monitors, "actions": actions}
 
 

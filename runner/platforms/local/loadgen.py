@@ -108,5 +108,12 @@ class LocalLocust:
         files = locustfile_arg(setup.locustfile)
         args = worker_args(files, setup.user_class, setup.options, master_host=LOOPBACK, master_port=self.master_port)
         env = {**guard_env(self.targets), **loop_env()}
-        self.run(f"{WORKER_POD}-{index}", BACKEND_NAMESPACE, "locust", local_command(args), cwd=setup.locustfile.parent,
-                 limits=Limits(cpu_cores=setup.worker_cpu_cores), env=env)  # fmt: skip
+        self.run(
+            f"{WORKER_POD}-{index}",
+            BACKEND_NAMESPACE,
+            "locust",
+            local_command(args),
+            cwd=setup.locustfile.parent,
+            limits=Limits(cpu_cores=setup.worker_cpu_cores),
+            env=env,
+        )

@@ -115,8 +115,9 @@ class LocalPlatform(LocustPrometheusPlatform):
         if not profile.tls:
             return super().target(profile, load)
         url = self.testbed.gateway_tls_url
-        return LoadTarget(url, load.host_header, profile.path(load.path), profile.new_connection,
-                          profile.accept_encoding)  # fmt: skip
+        return LoadTarget(
+            url, load.host_header, profile.path(load.path), profile.new_connection, profile.accept_encoding
+        )
 
     def stop(self) -> None:
         """Stop the test bed, then remove the run's certificates and private keys (a sweep stops its platform

@@ -219,8 +219,13 @@ class LocalTestbed:
                 continue
             prefix = self.workdir / replica.name
             config = nginx.prepare(replica, prefix)
-            process = self._run(replica.name, BACKEND_NAMESPACE, "nginx", nginx.command(binary, prefix, config),
-                                Limits(cpu_cores, memory_bytes))  # fmt: skip
+            process = self._run(
+                replica.name,
+                BACKEND_NAMESPACE,
+                "nginx",
+                nginx.command(binary, prefix, config),
+                Limits(cpu_cores, memory_bytes),
+            )
             wait_until(
                 http_ok(self.backend_url(replica.index) + "/")
                 if response_status == 200
@@ -268,8 +273,14 @@ class LocalTestbed:
         self._remove(ENVOY_POD)
         config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
         argv = envoy.command(binaries.envoy(), config, concurrency)
-        process = self._run(ENVOY_POD, ENVOY_NAMESPACE, ENVOY_CONTAINER, argv, Limits(cpu_cores, memory_bytes),
-                            nofile=nofile_limit(NOFILE))  # fmt: skip
+        process = self._run(
+            ENVOY_POD,
+            ENVOY_NAMESPACE,
+            ENVOY_CONTAINER,
+            argv,
+            Limits(cpu_cores, memory_bytes),
+            nofile=nofile_limit(NOFILE),
+        )
         wait_until(
             http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"),
             what="Envoy",
@@ -307,9 +318,15 @@ class LocalTestbed:
         `timeout_s` for them all."""
         targets = (self.gateway_url, self.gateway_tls_url, self.backend_url(0))  # nowhere else (guard extension)
         self._locust = LocalLocust(
-            setup, self._run, self._remove, self.gateway_url, self.locust_url, self.ports.locust_web,
-            self.ports.locust_master, targets,
-        )  # fmt: skip
+            setup,
+            self._run,
+            self._remove,
+            self.gateway_url,
+            self.locust_url,
+            self.ports.locust_web,
+            self.ports.locust_master,
+            targets,
+        )
         return self._locust.start(timeout_s, on_shortfall=self.check)
 
     def restart_dead(self) -> list[str]:
