@@ -21,6 +21,7 @@ GENERATOR_IDLE = 0.25  # ... and a worker behind at under this share was waiting
 HELD_BACK_GAP_SHARE = 0.5  # p99 over this share of a paced user's gap between requests delays its next one
 BACKEND_CPU_LIMIT = 0.90
 FAIL_RATIO_LIMIT = 0.01
+RPS_MISMATCH = "rps-mismatch"  # the guard's name, as findings carry it
 RPS_MISMATCH_LIMIT = 0.05  # client-side vs Envoy-side RPS, at least; short windows allow more (rps_mismatch_limit)
 SCRAPE_INTERVAL_S = 1.0  # the scenarios' default Prometheus scrape interval
 SCRAPE_STAMP_JITTER_S = 0.25  # how far a scrape's stamp may be from when Envoy answered it
@@ -183,7 +184,7 @@ def rps_mismatch(step: Step, previous: Sequence[Step], context: GuardContext) ->
     if gap <= rps_mismatch_limit(step, context.scrape_interval_s):
         return None
     return Finding(
-        guard="rps-mismatch",
+        guard=RPS_MISMATCH,
         detail=f"client counted {step.rps:,.0f} RPS but Envoy {step.envoy_rps:,.0f} ({gap:.0%} apart)",
         advice="make sure only this load reaches Envoy and that requests are not failing before it",
     )

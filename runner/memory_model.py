@@ -116,6 +116,7 @@ class MemoryResult(Mutable):
     rps: float = 0.0
     refresh_s: float = 0.0
     hold_s: float = 0.0
+    accept_encoding: str | None = None  # what the light load's clients sent (None: runs before it was recorded)
     points: list[MemoryPoint] = []
 
     def point(self, key: str) -> MemoryPoint | None:

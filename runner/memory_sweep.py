@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
 from runner.errors import LoadGeneratorError, PlatformError, SizerError
-from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget
+from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget, LocustOptions
 from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP
 from runner.model import LoadLevel, MemoryPoint, MemoryResult, RouteProgramming
 from runner.observer import SweepObserver
@@ -122,6 +122,7 @@ class MemoryExperiment:
                 rps=self.spec.rps,
                 refresh_s=self.spec.refresh_s,
                 hold_s=self.spec.hold_s,
+                accept_encoding=LocustOptions.from_load(self.scenario.load).accept_encoding,
             )
             self.store.save()
         return self.store.summary.memory

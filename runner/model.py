@@ -242,6 +242,11 @@ class ConfigResult(Mutable):
     capacity: Capacity | None = None
     search: str | None = None  # how the search ended: the interval reached, or the budget spent
     machine_speed: float | None = None  # reference loop on Envoy's CPUs before the load, M iterations/s
+    # What the run decided with, recorded for the report (None: runs before these were recorded; the report falls
+    # back to the run's scenario.yaml, runner.report.recorded): the Accept-Encoding its clients sent, and the
+    # Prometheus scrape interval its guards judged the windows with (rps-mismatch).
+    accept_encoding: str | None = None
+    scrape_interval_s: float | None = None
     steps: list[Step] = []
     started_at: str | None = None
     finished_at: str | None = None

@@ -13,6 +13,7 @@ from runner.clock import Clock
 from runner.driver import LoadDriver
 from runner.errors import WindowDiscarded
 from runner.guards import GuardContext, check_step
+from runner.locust import LocustOptions
 from runner.model import ConfigResult, ControlWindow, LoadLevel, RoundsRecord, Step
 from runner.observer import SweepObserver
 from runner.plan import Configuration
@@ -84,7 +85,12 @@ class Visit:
         )
 
     def run(self) -> str | None:
-        """Measure this visit's windows; returns why the configuration stops early, or None."""
+        """Measure this visit's windows; returns why the configuration stops early, or None. The result records
+        what its clients send and the scrape interval its windows are judged with."""
+        load = self.context.load
+        target = self.context.platform.target(self.config.profile, load)
+        self.result.accept_encoding = LocustOptions.from_load(load, target=target).accept_encoding
+        self.result.scrape_interval_s = self.guard_context.scrape_interval_s
         stop = self._windows()
         if stop is None and self.planner is not None:
             stop = self._in_band(self.planner)

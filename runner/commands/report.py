@@ -106,12 +106,12 @@ def _nodes(text: str | None) -> int | None:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from runner.report import memory_sizing as memory
-    from runner.report import scenario_encoding
+    from runner.report import read_run
     from runner.report.answer import Request, answer
     from runner.report.manifests import memory_manifest
     from runner.report.shape import gateway_of_run, parse_kind
     from runner.report.sizing import check_request
-    from runner.results import load_summary, resolve_run
+    from runner.results import resolve_run
 
     connections, routes = _counts(args)
     target = TARGET_RPS.optional(args.target_rps)
@@ -128,7 +128,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if output not in OUTPUTS:
         raise UsageError(f"--output must be text or yaml, got {short_repr(output)}", "e.g. --output yaml")
     run_dir = resolve_run(args.run)
-    summary = load_summary(run_dir)
+    summary = read_run(run_dir)
     sized = None
     if connections is not None or routes is not None:
         fits = memory.require_memory_fits(summary, routes=bool(routes))
@@ -141,7 +141,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
         return 0
     request = Request(target, headroom, cores, nodes, kind, slo_ms, args.profile or None, yaml=output == "yaml")
-    print(answer(run_dir, summary, request, scenario_encoding(run_dir), sized), end="")
+    print(answer(run_dir, summary, request, sized), end="")
     if sized is not None and output != "yaml":
         print("\n".join(memory.format_memory_recommendation(sized, summary.run_id)))
     return 0

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from runner.model import RunSummary
 from runner.scenario import Scenario
 
-__all__ = ["PLOT_DIR", "read_scenario", "render_files", "scenario_encoding"]
+__all__ = ["PLOT_DIR", "read_run", "read_scenario", "render_files"]
 
 PLOT_DIR = "plots"
 
@@ -42,8 +42,10 @@ def read_scenario(run_dir: Path) -> Scenario | None:
         return None
 
 
-def scenario_encoding(run_dir: Path) -> str | None:
-    """The Accept-Encoding the run's clients sent when their profile named none (the scenario's
-    load.accept_encoding), or None when the run has no readable scenario.yaml."""
-    scenario = read_scenario(run_dir)
-    return scenario.load.accept_encoding if scenario is not None else None
+def read_run(run_dir: Path) -> RunSummary:
+    """A run's summary as the report reads it: what results saved by earlier versions did not record taken from
+    the run's scenario.yaml (runner.report.recorded)."""
+    from runner.report.recorded import with_fallbacks
+    from runner.results import load_summary
+
+    return with_fallbacks(load_summary(run_dir), read_scenario(run_dir))

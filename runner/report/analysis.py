@@ -1,5 +1,6 @@
 """What the numbers say, pure: the run's conclusions, read off the report's rows (runner.report.rows) and its
-headline figures (runner.report.headline), never recomputed.
+headline figures (runner.report.headline), never recomputed; a guard's verdict is the one the run recorded with
+each step (limit_enforced reads the recorded windows as the run's verdict did, runner.guards.judge).
 
 Every sentence carries the figure behind it; where the data cannot back a claim (too few knees, no latency, no
 generator CPU) the claim is left out.
@@ -13,11 +14,10 @@ from dataclasses import dataclass
 from runner.guards import (
     GENERATOR_CPU_LIMIT,
     LIMIT_OVERSHOOT,
+    RPS_MISMATCH,
     RPS_MISMATCH_LIMIT,
-    SCRAPE_INTERVAL_S,
     THROTTLE_EVIDENCE_FROM,
     limit_enforced,
-    rps_mismatch_limit,
 )
 from runner.model import RunSummary, Step
 from runner.quantities import parse_memory
@@ -196,8 +196,9 @@ def _failures(steps: Sequence[Step]) -> Conclusion | None:
 
 
 def _agreement(steps: Sequence[Step], threshold: float) -> Conclusion | None:
-    """Did Locust and Envoy count the same load? Judged as the rps-mismatch guard judges it: below the
-    threshold (a throttled Envoy is scraped late), each step against what chance allows in its window."""
+    """Did Locust and Envoy count the same load? As the run's own rps-mismatch guard judged each step (its
+    finding is recorded with the step, judged at the run's scrape interval): below the threshold (a throttled
+    Envoy is scraped late), against what chance allows in its window."""
     judged = [s for s in steps if s.envoy_rps and s.rps > 0 and s.cpu_utilization_mean < threshold]
     if not judged:
         return None
@@ -207,7 +208,7 @@ def _agreement(steps: Sequence[Step], threshold: float) -> Conclusion | None:
 
     worst = max(gap(s) for s in judged)
     figure = f"largest difference {worst:.1%} over {len(judged)} steps below the threshold"
-    beyond = [s for s in judged if gap(s) > rps_mismatch_limit(s, SCRAPE_INTERVAL_S)]
+    beyond = [s for s in judged if any(f.guard == RPS_MISMATCH for f in s.guards)]
     if not beyond:
         chance = " (what chance allows in their short windows)" if worst > RPS_MISMATCH_LIMIT else ""
         return Conclusion(

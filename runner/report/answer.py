@@ -63,7 +63,6 @@ def answer(
     run_dir: Path,
     summary: RunSummary,
     request: Request,
-    encoding: str | None,
     memory: MemoryRecommendation | None = None,
 ) -> str:
     """The text (or YAML) `recommend` prints for a target RPS."""
@@ -79,7 +78,7 @@ def answer(
         slo_ms, slo_source = _run_slo(summary, run_dir)
     if request.slo_ms is not None or open_loop(summary):  # judged by the capacity's rules of today
         summary = at_slo(summary, slo_ms)
-    measured = require_fit(summary, request.profile, encoding)
+    measured = require_fit(summary, request.profile)
     series = meeting_slo(measured, slo_ms)
     rec = recommend(series, request.target_rps, request.headroom, memory_bytes=memory.memory_bytes if memory else None)
     scale_out = scale_out_of(summary, series)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.profiles import TrafficProfile, encoding_text
+from runner.profiles import encoding_text
 from runner.quantities import format_cpu
 
 if TYPE_CHECKING:
@@ -186,10 +186,9 @@ def drift_text(drift: ControlDrift | None, record: RoundsRecord | None) -> str:
     )
 
 
-def compression(profile: TrafficProfile, scenario_encoding: str | None) -> str:
-    """What the profile's clients asked for: its own Accept-Encoding, else the scenario's (load.accept_encoding);
-    'not recorded' when neither is known (a run without its scenario.yaml)."""
-    asked = profile.accept_encoding or scenario_encoding
+def compression(asked: str | None) -> str:
+    """What the clients asked for: the Accept-Encoding a result recorded; 'not recorded' when it is not known (a
+    run saved before results recorded it, without its scenario.yaml: runner.report.recorded)."""
     if asked is None:
         return "compression not recorded (the run's scenario.yaml is missing)"
     return encoding_text(asked)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from runner.figures import ControlDrift, control_drift
 from runner.model import RunSummary
-from runner.profiles import PLAIN_PROFILE
 from runner.report import formatting as fmt
 from runner.report.rows import ConfigRow
 from runner.report.series import Ratio, Series, group_key, ratio_of
@@ -108,6 +107,14 @@ def _compression(rows: Sequence[ConfigRow]) -> str:
     return "; ".join(f"{profile}: {text}" for profile, text in asked)
 
 
+def _sent_without_windows(summary: RunSummary) -> str | None:
+    """What the clients of a run without a measured window asked for: the memory model's light load's, else its
+    first configuration's (None: not recorded)."""
+    if summary.memory is not None:
+        return summary.memory.accept_encoding
+    return summary.configs[0].accept_encoding if summary.configs else None
+
+
 def _lead(series: Series | None, rows: Sequence[ConfigRow], memory: bool) -> str:
     if series is not None:
         return f"{series.largest.text}; {series.traffic}."
@@ -123,10 +130,8 @@ def _lead(series: Series | None, rows: Sequence[ConfigRow], memory: bool) -> str
     return f"No valid knee, so no figure to size from: {why}."
 
 
-def build_headline(
-    summary: RunSummary, rows: Sequence[ConfigRow], series: Series | None, scenario_encoding: str | None
-) -> Headline:
-    """The headline of one run's report; `scenario_encoding` is the scenario's Accept-Encoding."""
+def build_headline(summary: RunSummary, rows: Sequence[ConfigRow], series: Series | None) -> Headline:
+    """The headline of one run's report."""
     measured = [r for r in rows if r.steps]
     first = series.profile if series is not None else (measured[0].profile if measured else "")
     drift = control_drift(summary)
@@ -143,6 +148,6 @@ def build_headline(
         scaling=series.scaling.text if series is not None else "",
         noise=noise,
         drift=drift,
-        compression=_compression(measured) if measured else fmt.compression(PLAIN_PROFILE, scenario_encoding),
+        compression=_compression(measured) if measured else fmt.compression(_sent_without_windows(summary)),
         speed_moved=moved,
     )

@@ -19,6 +19,7 @@ from runner.report.analysis import Conclusion, conclusions
 from runner.report.headline import Headline, build_headline
 from runner.report.memory_report import MemorySection, build_memory_section
 from runner.report.profiles import ProfileComparison, compare_profiles
+from runner.report.recorded import with_fallbacks
 from runner.report.rows import ConfigRow, EnvRow, FixedLoad, build_rows
 from runner.report.series import build_series
 from runner.report.sizing import DEFAULT_HEADROOM, Recommendation, example_targets, recommend
@@ -141,6 +142,15 @@ def _host(summary: RunSummary) -> str:
     return ", ".join(p for p in parts if p) or "not recorded"
 
 
+def _scrape_interval(summary: RunSummary, scenario: Scenario | None) -> float | None:
+    """The scrape interval the run's guards judged with (recorded on its results), else its scenario's (a run
+    without a configuration, the memory model's alone)."""
+    recorded = next((c.scrape_interval_s for c in summary.configs if c.scrape_interval_s is not None), None)
+    if recorded is None and scenario is not None:
+        return scenario.prometheus.scrape_interval_s
+    return recorded
+
+
 def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow, ...]:
     versions = dict(summary.environment.versions)
 
@@ -167,7 +177,8 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
     if scenario is not None:
         nginx += f", {scenario.backend.worker_processes} worker process(es) each"
         locust += f"; {_locust_facts(scenario.load)}"
-        prometheus += f"; {scenario.prometheus.scrape_interval_s:g} s scrape interval"
+    if (interval := _scrape_interval(summary, scenario)) is not None:
+        prometheus += f"; {interval:g} s scrape interval"
     loop, timer = versions.pop("gevent loop", None), versions.pop("send timer", None)
     if loop or timer:
         waits = [f"gevent loop {loop}" if loop else "", f"send timer {TIMER_NAMES.get(timer, timer)}" if timer else ""]
@@ -270,10 +281,10 @@ def _tables(
 
 def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom: float = DEFAULT_HEADROOM) -> Report:
     """The report for one run; `scenario` is the run's resolved scenario, when it has one that still loads."""
-    encoding = scenario.load.accept_encoding if scenario is not None else None
-    rows = build_rows(summary, encoding)
-    series = build_series(summary, None, encoding)
-    headline = build_headline(summary, rows, series, encoding)
+    summary = with_fallbacks(summary, scenario)
+    rows = build_rows(summary)
+    series = build_series(summary)
+    headline = build_headline(summary, rows, series)
     examples = tuple(recommend(series, t, headroom) for t in example_targets(series)) if series else ()
     profiles = compare_profiles(rows, headline, headroom)
     rounds = summary.rounds is not None and len(summary.rounds.rounds) > 1

@@ -310,8 +310,8 @@ class ConfigRow:
         return text + "."
 
 
-def build_rows(summary: RunSummary, scenario_encoding: str | None) -> tuple[ConfigRow, ...]:
-    """Every configuration of the run, in its order; `scenario_encoding` is the scenario's Accept-Encoding."""
+def build_rows(summary: RunSummary) -> tuple[ConfigRow, ...]:
+    """Every configuration of the run, in its order."""
     rows = []
     for config in summary.configs:
         steps = sorted(config.steps, key=lambda s: (s.offered, s.index))
@@ -319,6 +319,6 @@ def build_rows(summary: RunSummary, scenario_encoding: str | None) -> tuple[Conf
             StepRow(s, step_analysis(s, steps, summary.threshold), s.cpu_utilization_mean >= summary.threshold)
             for s in steps
         )
-        compression = fmt.compression(config.profile, scenario_encoding)
+        compression = fmt.compression(config.accept_encoding)
         rows.append(ConfigRow(config, summary.threshold, compression, step_rows, regimes(config, summary.threshold)))
     return tuple(rows)

@@ -317,10 +317,9 @@ def _limits_against_smallest(configs: Sequence[ConfigResult], threshold: float) 
     return tuple(pairs)
 
 
-def build_series(summary: RunSummary, profile: str | None = None, accept_encoding: str | None = None) -> Series | None:
+def build_series(summary: RunSummary, profile: str | None = None) -> Series | None:
     """The series of one traffic profile (default: `sizing_profile`): its valid knees with the preferred
-    arrival model, in the resources of the first of them, one per CPU limit; None without a valid knee.
-    `accept_encoding` is the scenario's (what clients ask for when the profile says nothing)."""
+    arrival model, in the resources of the first of them, one per CPU limit; None without a valid knee."""
     name = profile or sizing_profile(summary)
     valid = [c for c in summary.configs if c.profile.name == name and c.valid_knee is not None]
     if not valid:
@@ -338,10 +337,10 @@ def build_series(summary: RunSummary, profile: str | None = None, accept_encodin
         _limits_against_smallest(configs, summary.threshold),
         growth(configs, summary.threshold),
     )
-    return Series(name, arrivals, rates, scaling, fmt.compression(configs[0].profile, accept_encoding))
+    return Series(name, arrivals, rates, scaling, fmt.compression(configs[0].accept_encoding))
 
 
-def require_series(summary: RunSummary, profile: str | None = None, accept_encoding: str | None = None) -> Series:
+def require_series(summary: RunSummary, profile: str | None = None) -> Series:
     """The run's series for a traffic profile, or a UsageError saying why there is none and what to run."""
     measured = list(dict.fromkeys(c.profile.name for c in summary.configs))
     if profile is not None and profile not in measured:
@@ -349,7 +348,7 @@ def require_series(summary: RunSummary, profile: str | None = None, accept_encod
             f"run {summary.run_id} measured no traffic profile {profile!r}",
             f"use one it measured: {', '.join(measured) or 'none'}",
         )
-    series = build_series(summary, profile, accept_encoding)
+    series = build_series(summary, profile)
     if series is None:
         configs = [c for c in summary.configs if c.profile.name == (profile or sizing_profile(summary))]
         why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in configs)

@@ -95,9 +95,9 @@ class Recommendation:
         }[self.how]
 
 
-def require_fit(summary: RunSummary, profile: str | None = None, accept_encoding: str | None = None) -> Series:
+def require_fit(summary: RunSummary, profile: str | None = None) -> Series:
     """The run's series for a traffic profile, or a UsageError (the CLI's name for `require_series`)."""
-    return require_series(summary, profile, accept_encoding)
+    return require_series(summary, profile)
 
 
 def _round_up(value: float, step: float) -> float:

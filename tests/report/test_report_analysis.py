@@ -7,12 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from runner.guards import rps_mismatch_limit
 from runner.model import Capacity, Finding, Knee, RunSummary, Step
 from runner.report import read_scenario
 from runner.report.model import build_report
 from runner.report.rows import step_analysis
 from runner.results import load_summary
-from support.report_data import DATA, THREE_LIMITS_RUN, change_step, fixture_summary
+from support.report_data import (
+    DATA,
+    GATEWAY_API_RUN,
+    THREE_LIMITS_RUN,
+    change_step,
+    change_step_judged,
+    fixture_summary,
+)
 from support.steps import make_step
 
 PROFILES_RUN = DATA / "local-profiles"
@@ -78,7 +86,7 @@ def test_troubles_in_the_data_become_conclusions():
     step = summary.configs[1].steps[-1]
     change_step(summary, 1, -1, generator_cpu_max=0.97, failures=300, fail_ratio=300 / step.requests)
     first = summary.configs[1].steps[0]  # below the threshold, where the two counts are compared
-    change_step(summary, 1, 0, envoy_rps=first.rps * 1.2)
+    change_step_judged(summary, 1, 0, envoy_rps=first.rps * 1.2)
     summary.configs[1].status = "invalid"
     summary.configs[1].reason = "add Locust workers: generator at 97% CPU"
     report = build_report(summary)
@@ -92,13 +100,35 @@ def test_troubles_in_the_data_become_conclusions():
 
 def test_counts_apart_by_chance_in_a_short_window_are_not_called_uncounted_requests():
     summary = fixture_summary()
-    change_step(summary, 0, 0, rps=204.0, envoy_rps=186.0, window_s=3.0, cpu_utilization_mean=0.4)  # a CI run's
+    change_step_judged(summary, 0, 0, rps=204.0, envoy_rps=186.0, window_s=3.0, cpu_utilization_mean=0.4)  # a CI run's
     texts = _texts(summary)
     assert "Locust and Envoy counted the same load within 8.8% (what chance allows in their short windows)" in (
         " ".join(texts)
     ), texts
-    change_step(summary, 0, 0, window_s=15.0)  # the same gap over 15 s is more than chance
+    change_step_judged(summary, 0, 0, window_s=15.0)  # the same gap over 15 s is more than chance
     assert any(t.startswith("Locust's and Envoy's RPS differ by up to 9% in 1 step(s)") for t in _texts(summary))
+
+
+def test_a_gateway_api_run_scraped_every_2_s_is_judged_as_its_guard_judged_it():
+    # a real Gateway API run (2 s scrapes): its 300m configuration's first window made 5.7% apart, between what
+    # chance allows at 1 s scrapes (5.1%) and at the run's 2 s (6.3%); the run's guard did not fire, and the report
+    # must not say requests went uncounted (it judged again at 1 s before the results recorded the interval)
+    summary, scenario = load_summary(GATEWAY_API_RUN), read_scenario(GATEWAY_API_RUN)
+    assert scenario is not None and scenario.prometheus.scrape_interval_s == 2.0
+    first = summary.configs[1].steps[0]
+    assert first.window_s == 6.0 and first.cpu_utilization_mean < summary.threshold
+    step = change_step_judged(summary, 1, 0, scrape_interval_s=2.0, envoy_rps=first.rps * (1 - 0.057))
+    assert not step.guards  # the run's guard, at its 2 s scrape interval
+    assert rps_mismatch_limit(step, 1.0) < 0.057 < rps_mismatch_limit(step, 2.0)
+    texts = [c.text for c in build_report(summary, scenario).conclusions]
+    assert "Locust and Envoy counted the same load within 5.7% (what chance allows in their short windows)" in (
+        " ".join(texts)
+    ), texts
+    assert not any(t.startswith("Locust's and Envoy's RPS differ") for t in texts), texts
+    # the same gap over a window the guard flags is reported as the run recorded it
+    change_step_judged(summary, 1, 0, scrape_interval_s=2.0, window_s=30.0)
+    texts = [c.text for c in build_report(summary, scenario).conclusions]
+    assert any(t.startswith("Locust's and Envoy's RPS differ by up to 6% in 1 step(s)") for t in texts), texts
 
 
 def test_a_fired_guard_is_named_in_the_step_analysis():

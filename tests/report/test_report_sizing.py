@@ -30,6 +30,7 @@ def _config(cores: float, knee: float, half: float | None = None, capacity: Capa
         envoy=EnvoyResources(cpu_cores=cores, memory="256Mi", concurrency=1),
         backend=BackendResources(replicas=1),
         arrivals="poisson",
+        accept_encoding="gzip",
         status="saturated",
         knee=Knee(rps=knee, **interval),  # type: ignore[arg-type]
         capacity=capacity,
@@ -40,7 +41,7 @@ def _config(cores: float, knee: float, half: float | None = None, capacity: Capa
 def _series(*configs: ConfigResult) -> Series:
     summary = RunSummary(run_id="r", platform="local", scenario="s", threshold=0.9, started_at="2026-11-25T00:00:00",
                          configs=list(configs))  # fmt: skip
-    series = build_series(summary, None, "gzip")
+    series = build_series(summary)
     assert series is not None
     return series
 
