@@ -58,8 +58,7 @@ def inside(testbed: LocalTestbed, user_class: str, users: int, window: float) ->
         locust.stop()
         return requests / (cpu1 - cpu0)
     finally:
-        for name in ("locust-worker-0", "locust-master"):
-            testbed._remove(name)
+        testbed.stop_locust()
 
 
 def bare(testbed: LocalTestbed, user_class: str, users: int, window: float) -> float:

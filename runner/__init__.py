@@ -4,4 +4,6 @@ The data flow is the layout: scenario -> plan -> sweep (interleaved rounds) -> v
 guards) -> assess (knee, curve) -> results -> figures -> report; docs/development.md maps every module.
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -17,6 +17,8 @@ from runner.model import Capacity, Knee, Step
 from runner.scenario.limits import MAX_ROUND_COUNT
 from runner.search import Targets
 
+__all__ = ["Assessment", "assess", "knee_interval_text", "search_ending"]
+
 
 @dataclass(frozen=True)
 class Assessment:
@@ -45,7 +47,9 @@ def assess(steps: Sequence[Step], threshold: float, slo_ms: float) -> Assessment
     return Assessment(outcome, capacity, status, reason)
 
 
-def _knee_part(knee: Knee | None, target: float) -> str:
+def knee_interval_text(knee: Knee | None, target: float) -> str:
+    """How far the knee's interval reached against its `target` half-width, and where it comes from (and, for a
+    rounds knee wider than the target, how many rounds would reach it)."""
     if knee is None:
         return "no knee"
     if knee.method == "interpolated":
@@ -85,7 +89,7 @@ def _capacity_part(capacity: Capacity | None) -> str:
 def search_ending(assessment: Assessment, steps: Sequence[Step], targets: Targets, stopped: str | None = None) -> str:
     """How a configuration's search ended, for the results: what the knee's interval reached against its
     target, where capacity stands (open loop), why it stopped early, and how many windows it took."""
-    parts = [_knee_part(assessment.knee, targets.interval)]
+    parts = [knee_interval_text(assessment.knee, targets.interval)]
     if any(s.target_rps is not None for s in steps):
         parts.append(_capacity_part(assessment.capacity))
     if stopped:

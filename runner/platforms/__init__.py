@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from runner.platforms.base import Platform
     from runner.scenario import Scenario
 
+__all__ = ["PLATFORMS", "create_platform", "restore"]
+
 PLATFORMS: dict[str, str] = {
     "local": "runner.platforms.local.platform:LocalPlatform",
     "kubernetes": "runner.platforms.kubernetes.platform:KubernetesPlatform",

@@ -12,7 +12,7 @@ import statistics
 
 import numpy as np
 
-from runner.assess import _knee_part
+from runner.assess import knee_interval_text
 from runner.curve import jackknife, rounds_to_reach
 from runner.model import Knee
 
@@ -55,7 +55,7 @@ def test_a_knee_within_its_target_needs_no_more_rounds_and_one_far_outside_needs
 def test_a_knee_wider_than_its_target_says_how_many_rounds_would_reach_it():
     def ending(low: float, high: float) -> str:
         knee = Knee(rps=1000.0, low=low, high=high, method="rounds", windows=15, rounds=5)
-        return _knee_part(knee, TARGET)
+        return knee_interval_text(knee, TARGET)
 
     assert ending(890.0, 1112.0).endswith("wider than the +-8% target (at this run's scatter about 8 rounds would "
                                          "reach it: load.max_rounds: 8)")  # fmt: skip

@@ -201,7 +201,6 @@ def test_an_old_run_has_no_regime_and_no_regime_conclusion():
 
 def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
     from runner.model import Isolation, Node
-    from runner.report.model import _environment
 
     summary = fixture_summary()
     environment = summary.environment.model_copy(
@@ -210,9 +209,8 @@ def test_a_kubernetes_run_shows_each_node_and_the_cpu_manager_policy():
             "nodes": (Node(name="n1", cpu="2", kernel="6.1", cpu_model=None),),
         }
     )
-    rows = {
-        row.name: row.description for row in _environment(summary.model_copy(update={"environment": environment}), None)
-    }
+    table = build_report(summary.model_copy(update={"environment": environment})).tables.environment
+    rows = {row.cells[0].text: row.cells[-1].text for row in table.rows}
     assert rows["Isolation"] == "kubelet CPU manager policy: none; not pinned"
     assert rows["Node n1"] == "CPU model not labelled (Node Feature Discovery), 2 CPUs, 6.1"
 

@@ -79,6 +79,12 @@ class LocalLocust:
                     self._start_worker(int(name.rsplit("-", 1)[1]))
             LocustMaster(self.web_url).wait_for_workers(self.setup.workers, timeout_s)
 
+    def stop(self) -> None:
+        """Stop every worker, then the master, and remove their cgroups."""
+        for index in range(self.setup.workers):
+            self.remove(f"{WORKER_POD}-{index}")
+        self.remove(MASTER_POD)
+
     def _start_master(self) -> None:
         setup = self.setup
         args = master_args(

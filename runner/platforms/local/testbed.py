@@ -329,6 +329,12 @@ class LocalTestbed:
         )
         return self._locust.start(timeout_s, on_shortfall=self.check)
 
+    def stop_locust(self) -> None:
+        """Stop Locust's master and workers and remove their cgroups (another setup may start after)."""
+        if self._locust is not None:
+            self._locust.stop()
+            self._locust = None
+
     def restart_dead(self) -> list[str]:
         """Start again every shared part that has died (the exporter, Prometheus, Locust's master and
         workers, nginx replicas); Envoy is restarted by the next configuration anyway. Returns their names."""
