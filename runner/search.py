@@ -76,6 +76,11 @@ class LevelMaker:
     max_rps_per_user: float
     min_users: int
 
+    @classmethod
+    def from_load(cls, load: LoadSpec) -> LevelMaker:
+        """The scenario's: its mode, its users' highest rate, at least one user per worker."""
+        return cls(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
+
     def level(self, offered: float) -> LoadLevel:
         if self.mode == "users":
             return LoadLevel(users=max(1, round(offered)))
@@ -276,23 +281,19 @@ def start_rps(load: LoadSpec, envoy_cpu_cores: float, knee_per_core: float | Non
     return max(MIN_START_RPS, load.start_rps_per_core * envoy_cpu_cores)
 
 
+def search_start(load: LoadSpec, envoy_cpu_cores: float = 1.0, knee_per_core: float | None = None) -> float:
+    """The adaptive search's first offered load: the scenario's start_users in closed loop, else start_rps."""
+    return float(load.start_users) if load.mode == "users" else start_rps(load, envoy_cpu_cores, knee_per_core)
+
+
 def make_adaptive(
-    load: LoadSpec,
-    threshold: float,
-    envoy_cpu_cores: float = 1.0,
-    knee_per_core: float | None = None,
-    *,
-    locate_only: bool = False,
-    windows_before: int = 0,
+    load: LoadSpec, threshold: float, start: float, *, locate_only: bool = False, windows_before: int = 0
 ) -> AdaptiveSearch:
-    """The adaptive search for a configuration at `envoy_cpu_cores` (and, when one is known, the knee per core of
-    a configuration already measured, to start near it); `locate_only`: it stops once its windows bracket a knee
-    (the first of several rounds); `windows_before`: windows the configuration already has (earlier visits,
-    an earlier attempt), its budget of load.max_steps counted on top of them."""
-    maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
-    start = float(load.start_users) if load.mode == "users" else start_rps(load, envoy_cpu_cores, knee_per_core)
+    """The adaptive search from `start` (search_start); `locate_only`: it stops once its windows bracket a knee
+    (the first of several rounds); `windows_before`: windows the configuration already has (earlier visits, an
+    earlier attempt), its budget of load.max_steps counted on top of them."""
     targets = Targets.from_load(load, windows_before)
-    return AdaptiveSearch(start, maker, threshold, targets, locate_only=locate_only)
+    return AdaptiveSearch(start, LevelMaker.from_load(load), threshold, targets, locate_only=locate_only)
 
 
 def make_search(
@@ -304,11 +305,13 @@ def make_search(
     locate_only: bool = False,
     windows_before: int = 0,
 ) -> LoadSearch:
-    """The scenario's search: its schedule (`search: ramp` or `fixed`), else the adaptive one (make_adaptive)."""
+    """The scenario's search for a configuration at `envoy_cpu_cores`: its schedule (`search: ramp` or `fixed`),
+    else the adaptive one, started near the knee per core of a configuration already measured when one is known
+    (`knee_per_core`); `locate_only` and `windows_before` as make_adaptive takes them."""
     if load.search in ("ramp", "fixed"):
-        maker = LevelMaker(mode=load.mode, max_rps_per_user=load.max_rps_per_user, min_users=load.workers)
         schedule = load.users if load.mode == "users" else (load.rps or ())
-        return RampSearch([float(v) for v in schedule], maker, threshold, to_the_end=load.search == "fixed")
-    return make_adaptive(
-        load, threshold, envoy_cpu_cores, knee_per_core, locate_only=locate_only, windows_before=windows_before
-    )
+        return RampSearch(
+            [float(v) for v in schedule], LevelMaker.from_load(load), threshold, to_the_end=load.search == "fixed"
+        )
+    start = search_start(load, envoy_cpu_cores, knee_per_core)
+    return make_adaptive(load, threshold, start, locate_only=locate_only, windows_before=windows_before)

@@ -21,7 +21,7 @@ from runner.platforms.base import Platform
 from runner.results import RunStore
 from runner.rounds import CONTROL_UTILIZATION, MAX_RESCUES, RoundsPolicy, VisitPlan, VisitPlanner
 from runner.scenario import LoadSpec
-from runner.search import make_adaptive, make_search
+from runner.search import make_adaptive, make_search, search_start
 
 __all__ = ["Visit", "VisitContext"]
 
@@ -79,7 +79,10 @@ class Visit:
         self.steps: list[Step] = []
         self.warmed = False
         self.planner = (  # later rounds place windows over the curve: rounds with the adaptive search
-            VisitPlanner(make_adaptive(load, context.threshold, config.envoy_cpu_cores), load.windows_per_round)
+            VisitPlanner(
+                make_adaptive(load, context.threshold, search_start(load, config.envoy_cpu_cores)),
+                load.windows_per_round,
+            )
             if context.policy.places_windows
             else None
         )
