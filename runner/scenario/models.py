@@ -347,8 +347,11 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _windows_hold_scrapes(self) -> Scenario:
         """Windows (and the time budget) the scenario leaves unset sized to its scrape interval (windows.py)."""
-        load = sized_to_scrapes(self.load, self.prometheus.scrape_interval_s)
-        return self if load is self.load else self.model_copy(update={"load": load})
+        load = self.load
+        update = sized_to_scrapes(
+            load.step_s, load.max_config_s, load.model_fields_set, self.prometheus.scrape_interval_s
+        )
+        return self.model_copy(update={"load": load.model_copy(update=update)}) if update else self
 
     @model_validator(mode="before")
     @classmethod

@@ -12,30 +12,28 @@ A step_seconds the scenario sets below one scrape interval is refused: no window
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Set
 
 from runner.scenario.limits import MAX_SECONDS_PER_CONFIG, MAX_STEP_SECONDS
-
-if TYPE_CHECKING:
-    from runner.scenario.models import LoadSpec
 
 MIN_SCRAPES_PER_WINDOW = 3  # runner.metrics.MIN_CPU_SAMPLES
 WINDOWS_PER_CONFIG = 60
 
 
-def sized_to_scrapes(load: LoadSpec, scrape_interval_s: float) -> LoadSpec:
-    """`load` with the window and the time budget it leaves unset sized to the scrape interval; ValueError (one
-    line with the fix) for a window it sets shorter than one scrape interval."""
+def sized_to_scrapes(step_s: float, max_config_s: float, given: Set[str], scrape_interval_s: float) -> dict[str, float]:
+    """The load fields (`step_s`, `max_config_s`) to change so that those the scenario leaves unset (not in
+    `given`) are sized to the scrape interval; ValueError (one line with the fix) for a window it sets shorter
+    than one scrape interval."""
     update: dict[str, float] = {}
-    if "step_s" not in load.model_fields_set:
-        update["step_s"] = min(MAX_STEP_SECONDS, max(load.step_s, MIN_SCRAPES_PER_WINDOW * scrape_interval_s))
-    elif load.step_s < scrape_interval_s:
+    if "step_s" not in given:
+        update["step_s"] = min(MAX_STEP_SECONDS, max(step_s, MIN_SCRAPES_PER_WINDOW * scrape_interval_s))
+    elif step_s < scrape_interval_s:
         raise ValueError(
-            f"load.step_seconds {load.step_s:g} is shorter than prometheus.scrape_interval_seconds "
+            f"load.step_seconds {step_s:g} is shorter than prometheus.scrape_interval_seconds "
             f"{scrape_interval_s:g}: no window would hold a scrape; set it to at least "
             f"{MIN_SCRAPES_PER_WINDOW * scrape_interval_s:g}, or leave it out to have it sized to the scrapes"
         )
-    step_s = update.get("step_s", load.step_s)
-    if "max_config_s" not in load.model_fields_set:
-        update["max_config_s"] = min(MAX_SECONDS_PER_CONFIG, max(load.max_config_s, WINDOWS_PER_CONFIG * step_s))
-    return load.model_copy(update=update) if update else load
+    step_s = update.get("step_s", step_s)
+    if "max_config_s" not in given:
+        update["max_config_s"] = min(MAX_SECONDS_PER_CONFIG, max(max_config_s, WINDOWS_PER_CONFIG * step_s))
+    return update
