@@ -37,8 +37,18 @@ SATURATED = 0.98  # at or above this utilization a window is at the cap: clipped
 MIN_FIT_WINDOWS = 3
 DELIVERY_TOLERANCE = 0.02  # a window serves its offered rate when it delivers at least 98% of it
 
-__all__ = ["EXTRAPOLATION", "SATURATED", "KneeResult", "PowerFit", "RoundsFit", "find_knee", "fit_windows", "fits",
-           "power_fit", "window_points"]  # fmt: skip
+__all__ = [
+    "EXTRAPOLATION",
+    "SATURATED",
+    "KneeResult",
+    "PowerFit",
+    "RoundsFit",
+    "find_knee",
+    "fit_windows",
+    "fits",
+    "power_fit",
+    "window_points",
+]
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,15 @@ def _threads_lines(threads: Threads | None) -> list[str]:
     ]
 
 
-def _header(plan: ReplicaPlan | NodesPlan, gw: Gateway, run_id: str, threads: Threads | None,
-            latency: Sequence[str], memory: MemoryRecommendation | None, figures: list[str]) -> list[str]:  # fmt: skip
+def _header(
+    plan: ReplicaPlan | NodesPlan,
+    gw: Gateway,
+    run_id: str,
+    threads: Threads | None,
+    latency: Sequence[str],
+    memory: MemoryRecommendation | None,
+    figures: list[str],
+) -> list[str]:
     rec, basis = plan.rec, plan.basis if isinstance(plan, NodesPlan) else plan.rate.basis
     owner = (
         [f"warning: {gw.provisioned_by} provisions this Envoy: set its resources there (spec.envoy), not here"]
@@ -160,8 +167,14 @@ def _header(plan: ReplicaPlan | NodesPlan, gw: Gateway, run_id: str, threads: Th
     ]
 
 
-def _daemonset(plan: NodesPlan, gw: Gateway, run_id: str, threads: Threads | None, latency: Sequence[str],
-               memory: MemoryRecommendation | None) -> str:  # fmt: skip
+def _daemonset(
+    plan: NodesPlan,
+    gw: Gateway,
+    run_id: str,
+    threads: Threads | None,
+    latency: Sequence[str],
+    memory: MemoryRecommendation | None,
+) -> str:
     figures = [
         f"nodes N = ceil({plan.rec.required_rps:,.0f} / {plan.rate.rps * plan.scale_out.efficiency:,.0f} knee RPS per "
         f"pod at {format_cpu(plan.rate.cores)}) = {plan.nodes}; run it on N+1 = {plan.min_nodes} nodes",

@@ -199,8 +199,9 @@ class LoadSpec(_Model):
     seed: Int | None = Field(default=None, ge=0, le=MAX_SEED)  # the rounds' shuffled order; None: from the run id
     max_config_s: Float = Field(default=600.0, gt=0, le=MAX_SECONDS_PER_CONFIG, alias="max_seconds_per_config")
     # rounds past `rounds` (up to max_rounds) start only while the run has measured less than this; None: no limit
-    more_rounds_within_s: Float | None = Field(default=None, gt=0, le=MAX_SECONDS_PER_CONFIG,
-                                               alias="more_rounds_within_seconds")  # fmt: skip
+    more_rounds_within_s: Float | None = Field(
+        default=None, gt=0, le=MAX_SECONDS_PER_CONFIG, alias="more_rounds_within_seconds"
+    )
     knee_interval: Float = Field(default=0.08, gt=0, le=0.5)  # the 95% interval a knee should reach: +-this share
     capacity_resolution: Float = Field(default=0.05, gt=0, le=1)  # capacity bracketed to within this share
     latency_slo_ms: Float = Field(default=250.0, gt=0, le=MAX_LATENCY_SLO_MS)  # p99 above this: past capacity
