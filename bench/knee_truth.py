@@ -43,8 +43,8 @@ from runner.knee import SATURATED, find_knee
 from runner.model import ConfigResult, Knee
 from runner.observer import SweepObserver
 from runner.plan import Configuration, plan_sweep
+from runner.platforms.local.layout import ENVOY_POD
 from runner.platforms.local.platform import LocalPlatform
-from runner.platforms.local.testbed import ENVOY_POD
 from runner.results import RunStore
 from runner.scenario import parse_scenario
 from runner.sweep import Sweep

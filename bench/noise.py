@@ -32,9 +32,9 @@ from typing import Any
 from _runs import LocalTestbed, Ports
 from openloop import command
 
+from runner.platforms.local.layout import ENVOY_POD
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, reference_speed
-from runner.platforms.local.testbed import ENVOY_POD
 
 # Envoy's CPU per request on a 2-core VM ranged 100-600 us between machines and days; the probe first finds
 # this machine's figure at each cap with one window, then places the rates as shares of that cap's knee.

@@ -60,9 +60,8 @@ from openloop import command
 from runner.model import Step
 from runner.observer import SweepObserver
 from runner.plan import Configuration, plan_sweep
-from runner.platforms.local.layout import WORKER_POD
+from runner.platforms.local.layout import ENVOY_POD, WORKER_POD
 from runner.platforms.local.platform import LocalPlatform
-from runner.platforms.local.testbed import ENVOY_POD
 from runner.results import RunStore
 from runner.scenario import parse_scenario
 from runner.sweep import Sweep

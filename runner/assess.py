@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from runner.capacity import find_capacity
 from runner.curve import MIN_ROUNDS, rounds_to_reach
+from runner.fleet import pod_knee
 from runner.guards import judge
 from runner.knee import KneeResult, find_knee
-from runner.model import Capacity, Knee, Step
+from runner.model import Capacity, Knee, PodKnee, Step
 from runner.scenario.limits import MAX_ROUND_COUNT
 from runner.search import Targets
 
@@ -22,12 +23,14 @@ __all__ = ["Assessment", "assess", "knee_interval_text", "search_ending"]
 
 @dataclass(frozen=True)
 class Assessment:
-    """The knee (kept for inspection even when a guard makes it invalid), the capacity and the verdict."""
+    """The knee (kept for inspection even when a guard makes it invalid) and the knee per pod, the capacity and
+    the verdict."""
 
     outcome: KneeResult
     capacity: Capacity | None
     status: str  # saturated, not-saturated or invalid (runner.model.ConfigStatus)
     reason: str | None
+    pod_knee: PodKnee | None = None
 
     @property
     def knee(self) -> Knee | None:
@@ -40,11 +43,11 @@ class Assessment:
 
 
 def assess(steps: Sequence[Step], threshold: float, slo_ms: float) -> Assessment:
-    """Knee, capacity and verdict of one configuration's windows."""
+    """Knee, knee per pod, capacity and verdict of one configuration's windows."""
     outcome = find_knee(steps, threshold)
     status, reason = judge(steps, outcome.judged_up_to, outcome.reason)
     capacity = find_capacity(steps, slo_ms)
-    return Assessment(outcome, capacity, status, reason)
+    return Assessment(outcome, capacity, status, reason, pod_knee(steps, threshold)[0])
 
 
 def knee_interval_text(knee: Knee | None, target: float) -> str:

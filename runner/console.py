@@ -117,6 +117,8 @@ class ConsoleObserver(SweepObserver):
         p95 = f"{step.p95_ms:.0f} ms" if step.p95_ms is not None else "-"
         regime = f"  throttled {step.throttled_share:.0%}" if step.regime == "throttled" else ""
         control = "  (control)" if step.control else ""
+        if len(step.pods) > 1:  # the CPU is the busiest pod's: each pod's beside it
+            control += f"  pods {' '.join(f'{p.cpu_utilization_mean:.0%}' for p in step.pods)}"
         self.console.print(
             f"  step {step.index + 1:>2}  offered {target}  users {step.users:>4}  RPS {step.rps:>8,.1f}"
             f"  Envoy RPS {step.envoy_rps:>8,.1f}  CPU {step.cpu_utilization_mean:>4.0%}"
@@ -130,14 +132,20 @@ class ConsoleObserver(SweepObserver):
         self._stop_status()
         knee = assessment.valid_knee
         rounds = len({s.round for s in result.steps})
-        so_far = knee_text(knee, result.envoy.cpu_cores) if knee is not None else f"no knee yet ({assessment.status})"
+        so_far = (
+            knee_text(knee, result.envoy.fleet_cpu_cores) if knee is not None else f"no knee yet ({assessment.status})"
+        )
         self.console.print(f"  [dim]so far, {rounds} round(s): {so_far}[/]")
 
     def config_finished(self, result: ConfigResult) -> None:
         self._stop_status()
         if result.knee is not None and result.status == "saturated":
             capacity = f"; capacity {capacity_text(result.capacity)}" if result.capacity is not None else ""
-            self.console.print(f"  [green]knee[/] {knee_text(result.knee, result.envoy.cpu_cores)}{capacity}")
+            self.console.print(f"  [green]knee[/] {knee_text(result.knee, result.envoy.fleet_cpu_cores)}{capacity}")
+            pods = result.pod_knee
+            if pods is not None and pods.pods > 1:
+                spread = f", imbalance {pods.imbalance:.2f}" if pods.imbalance is not None else ""
+                self.console.print(f"  [green]knee per pod[/] of {pods.pods}: {knee_text(pods.knee)}{spread}")
         else:
             self.console.print(f"  [yellow]{result.status}[/]: {result.reason}")
         if result.search:

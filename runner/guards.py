@@ -191,13 +191,33 @@ def rps_mismatch(step: Step, previous: Sequence[Step], context: GuardContext) ->
 
 
 def cpu_limit_exceeded(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
-    """Envoy used more CPU than its limit allows: the quota does not bind."""
+    """An Envoy pod used more CPU than its own limit allows: the quota does not bind. Judged per pod (the step's
+    utilization is its busiest pod's): a fleet's CPU summed over its pods is no pod's."""
     if step.cpu_utilization_max <= 1 + LIMIT_OVERSHOOT:
         return None
+    over = max(step.pods, key=lambda p: p.cpu_utilization_max) if len(step.pods) > 1 else None
+    who = f"Envoy pod {over.pod}" if over is not None else "Envoy"
     return Finding(
         guard="cpu-limit-not-enforced",
-        detail=f"Envoy used {step.cpu_utilization_max:.0%} of its CPU limit",
+        detail=f"{who} used {step.cpu_utilization_max:.0%} of its CPU limit",
         advice=f"{NOT_ENFORCED}: a knee means nothing where the limit does not hold",
+    )
+
+
+def worker_at_wall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
+    """An Envoy worker thread ran at its wall (all of one core, or of the pod's limit when that is less) while its
+    pod stayed under the threshold: the pod's capacity is that thread's, not its CPU limit's (one connection-heavy
+    worker, or fewer threads than cores), and its utilization reads low while it is full."""
+    hot = [p for p in step.pods if p.hottest_worker_share is not None and p.hottest_worker_share >= context.threshold]
+    pod = next((p for p in hot if p.cpu_utilization_mean < context.threshold), None)
+    if pod is None:
+        return None
+    spread = f", {pod.worker_spread:.1f}x the mean worker" if pod.worker_spread is not None else ""
+    return Finding(
+        guard="worker-at-wall",
+        detail=f"a worker thread of {pod.pod} at {pod.hottest_worker_share:.0%} of what one thread can use{spread}, "
+        f"the pod at {pod.cpu_utilization_mean:.0%} of its CPU limit",
+        advice="the pod is full before its CPU limit: more worker threads (envoy.concurrency) or more pods",
     )
 
 
@@ -224,6 +244,7 @@ def connections_off_profile(step: Step, previous: Sequence[Step], context: Guard
 
 GUARDS: tuple[Guard, ...] = (
     cpu_limit_exceeded,
+    worker_at_wall,
     generator_saturated,
     backend_saturated,
     generator_shortfall,

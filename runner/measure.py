@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.errors import WindowDiscarded
 from runner.locust import REPORT_LAG_S
-from runner.metrics import MIN_CPU_SAMPLES, Selector, Selectors, WindowStats
+from runner.metrics import MIN_CPU_SAMPLES, PodReading, Selector, Selectors, WindowStats
 from runner.model import LoadLevel, Step
+from runner.pod_window import PodWindow
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,6 +47,9 @@ class MetricSource(Protocol):
     def throttled_share(self, selector: Selector, start: float, end: float) -> float | None: ...
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float: ...
     def envoy_cx_rate(self, selector: Selector, start: float, end: float) -> float: ...
+    def envoy_pods(
+        self, selector: Selector, start: float, end: float, spacing_s: float = 0.0
+    ) -> dict[str, PodReading]: ...
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float: ...
 
 
@@ -84,6 +88,38 @@ def _share(before: tuple[float, float] | None, after: tuple[float, float] | None
 
 def _optional(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def pod_windows(readings: dict[str, PodReading], limit_cores: float, rps: float) -> tuple[PodWindow, ...]:
+    """Each pod's window from its reading: CPU over the pod's own limit, and the pod's share of the window's `rps`
+    by its share of Envoy's own request counts (an even share when a pod's counter was not scraped)."""
+    counted = {pod: r.envoy_rps for pod, r in readings.items() if math.isfinite(r.envoy_rps)}
+    total = sum(counted.values())
+    wall = min(1.0, limit_cores)  # one thread runs on one core at most, and no faster than the pod's quota
+    windows = []
+    for pod, reading in sorted(readings.items()):
+        share = counted[pod] / total if pod in counted and total > 0 else 1 / len(readings)
+        workers = reading.worker_cores
+        hottest = max(workers) if workers else None
+        windows.append(
+            PodWindow(
+                pod=pod,
+                cpu_cores=_finite(reading.cpu.mean),
+                cpu_utilization_min=_finite(reading.cpu.min) / limit_cores,
+                cpu_utilization_mean=_finite(reading.cpu.mean) / limit_cores,
+                cpu_utilization_max=_finite(reading.cpu.max) / limit_cores,
+                rps=rps * share,
+                envoy_rps=_optional(reading.envoy_rps),
+                throttled_share=reading.throttled_share,
+                envoy_cx_rate=_optional(reading.envoy_cx_rate),
+                active_connections=_optional(reading.active_connections),
+                worker_threads=len(workers) or None,
+                hottest_worker_cores=hottest,
+                mean_worker_cores=sum(workers) / len(workers) if workers else None,
+                hottest_worker_share=hottest / wall if hottest is not None else None,
+            )
+        )
+    return tuple(windows)
 
 
 @dataclass(frozen=True)
@@ -176,6 +212,8 @@ class StepMeter:
         failures = _count(after.failures_per_second, start, end)
         latency = histogram_delta(before.response_times_ms, after.response_times_ms)
         cpu = self.metrics.cpu_cores(envoy, start, end, spacing)
+        pods = pod_windows(self.metrics.envoy_pods(envoy, start, end, spacing), self.limit, requests / window)
+        busiest = max(pods, key=lambda p: p.cpu_utilization_mean, default=None)
         backend = self.metrics.cpu_cores(self.selectors.backend, start, end)
         return Step(
             index=index,
@@ -183,9 +221,11 @@ class StepMeter:
             target_rps=level.target_rps,
             rps=requests / window,
             envoy_rps=_finite(self.metrics.envoy_rps(envoy, start, end)),
-            cpu_utilization_min=_finite(cpu.min) / self.limit,
-            cpu_utilization_mean=_finite(cpu.mean) / self.limit,
-            cpu_utilization_max=_finite(cpu.max) / self.limit,
+            # the busiest pod's, each pod against its own limit (a fleet's summed CPU over one pod's limit would
+            # call three pods at 30% a 90% window)
+            cpu_utilization_min=max((p.cpu_utilization_min for p in pods), default=0.0),
+            cpu_utilization_mean=busiest.cpu_utilization_mean if busiest else 0.0,
+            cpu_utilization_max=max((p.cpu_utilization_max for p in pods), default=0.0),
             envoy_cpu_cores=_finite(cpu.mean),
             envoy_memory_bytes=_finite(self.metrics.memory_working_set_bytes(envoy, start, end)),
             p50_ms=percentile(latency, 0.50),
@@ -199,8 +239,9 @@ class StepMeter:
             started_at=float(start),
             window_s=float(window),
             backend_cpu_max=self._backend_share(start, end),
-            throttled_share=self.metrics.throttled_share(envoy, start, end),
+            throttled_share=busiest.throttled_share if busiest else None,
             envoy_cx_rate=_optional(self.metrics.envoy_cx_rate(envoy, start, end)),
+            pods=pods,
         )
 
 

@@ -35,9 +35,13 @@ ENVOY_CONNECTIONS = "envoy_http_downstream_cx_total{{{sel}," + ENVOY_LISTENERS +
 MEMORY_WORKING_SET_MEAN = "max(avg_over_time(container_memory_working_set_bytes{{{sel}}}[{range}]))"
 ENVOY_HEAP = "max(avg_over_time(envoy_server_memory_heap_size{{{sel}}}[{range}]))"
 ENVOY_ALLOCATED = "max(avg_over_time(envoy_server_memory_allocated{{{sel}}}[{range}]))"
-ENVOY_ACTIVE_CONNECTIONS = (
-    "max(sum by (pod) (avg_over_time(envoy_http_downstream_cx_active{{{sel}," + ENVOY_LISTENERS + "}}[{range}])))"
+ENVOY_ACTIVE_BY_POD = (
+    "sum by (pod) (avg_over_time(envoy_http_downstream_cx_active{{{sel}," + ENVOY_LISTENERS + "}}[{range}]))"
 )
+ENVOY_ACTIVE_CONNECTIONS = f"max({ENVOY_ACTIVE_BY_POD})"
+# Each of Envoy's worker threads' CPU counter (Envoy names them wrk:worker_<n>), where the platform publishes threads
+# (the local exporter does; cAdvisor does not, so on a cluster the query finds nothing).
+WORKER_THREAD_CPU = 'gateway_sizer_thread_cpu_seconds_total{{{sel},thread=~"wrk:.*"}}[{range}]'
 # Sub-window over which min and max utilization are taken (the reference report's "58%-70%" range).
 MIN_SUBWINDOW_S = 5.0
 # A window's CPU figures need this many samples of the container's counter. cAdvisor in a kubelet
@@ -91,7 +95,21 @@ def _duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-RECENT_ANSWERS = 16  # a window's queries, reused within the window (see Metrics._query)
+RECENT_ANSWERS = 24  # a window's queries, reused within the window (see Metrics._query)
+
+
+@dataclass(frozen=True)
+class PodReading:
+    """One pod's figures over a window: its CPU (cores: mean, min and max over sub-windows), the share of its CFS
+    periods throttled (None: not published), the rates of Envoy's own request and connection counters (NaN: not
+    scraped), its active connections, and each of its worker threads' cores (empty: threads not published)."""
+
+    cpu: WindowStats
+    throttled_share: float | None = None
+    envoy_rps: float = math.nan
+    envoy_cx_rate: float = math.nan
+    active_connections: float = math.nan
+    worker_cores: tuple[float, ...] = ()
 
 
 class Metrics:
@@ -175,12 +193,53 @@ class Metrics:
     def cpu_cores(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> WindowStats:
         """Cores used by the selected containers: mean from the window's first to its last sample, min and
         max over spans of at least two scrape intervals (or sample spacings), summed over pods."""
-        sub = max(MIN_SUBWINDOW_S, 2 * max(self.scrape_interval_s, spacing_s))
-        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
-        stats = [s for s in (counter_window(points, sub) for points in samples.values()) if s is not None]
+        stats = list(self._cpu_by_pod(selector, start, end, spacing_s).values())
         if not stats:
             return WindowStats(math.nan, math.nan, math.nan)
         return WindowStats(sum(s.mean for s in stats), sum(s.min for s in stats), sum(s.max for s in stats))
+
+    def _cpu_by_pod(self, selector: Selector, start: float, end: float, spacing_s: float) -> dict[str, WindowStats]:
+        sub = max(MIN_SUBWINDOW_S, 2 * max(self.scrape_interval_s, spacing_s))
+        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
+        found = {pod: counter_window(points, sub) for pod, points in samples.items()}
+        return {pod: stats for pod, stats in found.items() if stats is not None}
+
+    def envoy_pods(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> dict[str, PodReading]:
+        """Each Envoy pod's figures over the window (runner.measure divides them by the pod's limit): the pods
+        whose CPU counter the window holds, each with its own throttling, Envoy counters and worker threads."""
+        periods = self._increase_by_pod(CFS_PERIODS, selector, start, end)
+        throttled = self._increase_by_pod(CFS_THROTTLED_PERIODS, selector, start, end)
+        requests = self._rates_by_pod(ENVOY_REQUESTS, selector, start, end)
+        connections = self._rates_by_pod(ENVOY_CONNECTIONS, selector, start, end)
+        query = ENVOY_ACTIVE_BY_POD.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
+        active = {s["metric"].get("pod", "?"): float(s["value"][1]) for s in self._query(query, end)}
+        workers = self._rates_by_pod(WORKER_THREAD_CPU, selector, start, end, with_container=True)
+        return {
+            pod: PodReading(
+                cpu=cpu,
+                throttled_share=throttled.get(pod, 0.0) / periods[pod] if periods.get(pod, 0.0) > 0 else None,
+                envoy_rps=sum(requests[pod]) if pod in requests else math.nan,
+                envoy_cx_rate=sum(connections[pod]) if pod in connections else math.nan,
+                active_connections=active.get(pod, math.nan),
+                worker_cores=tuple(workers.get(pod, ())),
+            )
+            for pod, cpu in self._cpu_by_pod(selector, start, end, spacing_s).items()
+        }
+
+    def _increase_by_pod(self, template: str, selector: Selector, start: float, end: float) -> dict[str, float]:
+        return {pod: _increase(points) for pod, points in self._counter_samples(template, selector, start, end).items()}
+
+    def _rates_by_pod(
+        self, template: str, selector: Selector, start: float, end: float, *, with_container: bool = False
+    ) -> dict[str, list[float]]:
+        """The rate of each series of a counter over the window, grouped by pod (a pod's listeners, or threads)."""
+        query = template.format(sel=selector.matchers(with_container=with_container), range=_duration(end - start))
+        found: dict[str, list[float]] = {}
+        for series in self._query(query, end):
+            stats = counter_window([(float(t), float(v)) for t, v in series.get("values", [])], MIN_SUBWINDOW_S)
+            if stats is not None:
+                found.setdefault(series["metric"].get("pod", "?"), []).append(stats.mean)
+        return found
 
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]:
         """Mean cores per pod over the window."""

@@ -23,6 +23,7 @@ from runner.memory_model import MemoryPoint as MemoryPoint
 from runner.memory_model import MemoryResult
 from runner.memory_model import RouteProgramming as RouteProgramming
 from runner.memory_model import percentile as percentile
+from runner.pod_window import PodWindow
 from runner.profiles import PLAIN_PROFILE, TrafficProfile
 from runner.records import Frozen, Mutable
 
@@ -77,8 +78,11 @@ class Finding(Frozen):
 class Step(Frozen):
     """What one measuring window saw.
 
-    Utilization is Envoy's CPU over its CPU limit (mean over the window; min and max over sub-windows);
-    `throttled_share` is the share of CFS periods in which Envoy was throttled (None: not published);
+    Utilization is Envoy's CPU over its CPU limit (mean over the window; min and max over sub-windows), of
+    the busiest pod when the fleet has several (each of min, mean and max the highest over the pods; `pods`
+    holds every pod's own figures); `envoy_cpu_cores`, `rps` and `envoy_rps` are the fleet's, summed over its
+    pods; `throttled_share` is the share of CFS periods in which the busiest pod was throttled (None: not
+    published);
     `generator_cpu_max` and `backend_cpu_max` are the busiest Locust worker's and nginx replica's share of
     the CPU they have; `guards` lists the validity guards that fired (see runner.guards).
     """
@@ -111,6 +115,7 @@ class Step(Frozen):
     control: bool = False  # the run's control window: one configuration at one fixed rate, every round
     probe: bool = False  # a capacity probe of a later round: past the knee, to find where Envoy breaks
     steal_share: float | None = None  # share of the machine's CPU time its hypervisor stole (None: not read)
+    pods: tuple[PodWindow, ...] = ()  # each Envoy pod's own figures (runs before per-pod windows: none)
 
     @property
     def regime(self) -> Regime | None:
@@ -143,7 +148,8 @@ class Step(Frozen):
 
 
 class Knee(Frozen):
-    """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval.
+    """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval: of a fleet of
+    several pods, the fleet's RPS when its busiest pod reaches it.
 
     `method` says how it was found: `rounds` (a power law of utilization against RPS with one exponent and
     an intercept per round; the interval from the scatter between `rounds` rounds, so the machine's drift
@@ -183,6 +189,17 @@ class Knee(Frozen):
         return max(self.rps - self.low, self.high - self.rps) / self.rps
 
 
+class PodKnee(Frozen):
+    """The knee per pod: the RPS one Envoy pod serves when its CPU reaches the threshold, fitted from every
+    pod's own windows as the fleet's knee is from the fleet's (with its interval the same way), beside the
+    fleet it was measured in: how many pods, and how unevenly they shared the load near the knee (the busiest
+    pod's RPS over the mean pod's, the median over those windows; 1.0 for one pod)."""
+
+    knee: Knee
+    pods: int
+    imbalance: float | None = None
+
+
 class Capacity(Frozen):
     """Where it breaks: the highest offered rate served in full (within the delivery tolerance) with p99
     under the latency SLO `slo_ms`, and the lowest rate above it that was not (None: none measured); with
@@ -216,6 +233,11 @@ class EnvoyResources(Frozen):
     concurrency: int
     replicas: int = 1  # runs before the fleet axis had one pod
 
+    @property
+    def fleet_cpu_cores(self) -> float:
+        """The CPU limit of all the pods together."""
+        return self.cpu_cores * self.replicas
+
 
 class BackendResources(Frozen):
     replicas: int
@@ -239,6 +261,7 @@ class ConfigResult(Mutable):
     status: ConfigStatus = "running"
     reason: str | None = None
     knee: Knee | None = None
+    pod_knee: PodKnee | None = None  # the knee per pod (runs before per-pod windows: none)
     capacity: Capacity | None = None
     search: str | None = None  # how the search ended: the interval reached, or the budget spent
     machine_speed: float | None = None  # reference loop on Envoy's CPUs before the load, M iterations/s
@@ -273,18 +296,23 @@ class ConfigResult(Mutable):
 
     @property
     def knee_per_core(self) -> float | None:
-        """The valid knee's RPS per core of the CPU limit."""
+        """The valid knee's RPS per core of the CPU limit (of all its pods together)."""
         knee = self.valid_knee
-        return knee.per_core(self.envoy.cpu_cores) if knee is not None else None
+        return knee.per_core(self.envoy.fleet_cpu_cores) if knee is not None else None
 
     @property
     def knee_per_core_interval(self) -> tuple[float, float] | None:
-        """The valid knee's 95% interval per core of the CPU limit."""
+        """The valid knee's 95% interval per core of the CPU limit (of all its pods together)."""
         knee = self.valid_knee
         if knee is None or knee.interval is None:
             return None
         low, high = knee.interval
-        return low / self.envoy.cpu_cores, high / self.envoy.cpu_cores
+        return low / self.envoy.fleet_cpu_cores, high / self.envoy.fleet_cpu_cores
+
+    @property
+    def valid_pod_knee(self) -> PodKnee | None:
+        """The knee per pod when the configuration's knee counts."""
+        return self.pod_knee if self.status == "saturated" else None
 
     @property
     def capacity_over_knee(self) -> float | None:

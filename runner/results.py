@@ -28,6 +28,7 @@ from runner.model import (
     Environment,
     EnvoyResources,
     MemoryPoint,
+    PodKnee,
     RunStatus,
     RunSummary,
     Step,
@@ -39,15 +40,16 @@ from runner.quantities import format_cpu, format_memory, short_repr
 from runner.scenario import Scenario
 
 LATEST = "latest"
-STEP_FIELDS = [name for name in Step.model_fields if name != "guards"]
-CSV_HEADER = ["config", "envoy_cpu", "envoy_memory", "backend_replicas", *STEP_FIELDS, "guards"]
+STEP_FIELDS = [name for name in Step.model_fields if name not in ("guards", "pods")]
+CSV_HEADER = ["config", "envoy_cpu", "envoy_memory", "backend_replicas", *STEP_FIELDS, "guards", "pods"]
 
 
 def _csv_row(result: ConfigResult, step: Step) -> list[object]:
     row = step.model_dump()
     guards = "; ".join(f"{g.guard}: {g.detail}" for g in step.guards)
+    pods = "; ".join(f"{p.pod}: {p.cpu_utilization_mean:.3f} {p.rps:.1f}" for p in step.pods)  # utilization, RPS
     resources = [result.key, format_cpu(result.envoy.cpu_cores), result.envoy.memory, result.backend.replicas]
-    return [*resources, *(row[f] for f in STEP_FIELDS), guards]
+    return [*resources, *(row[f] for f in STEP_FIELDS), guards, pods]
 
 
 def start_result(config: Configuration) -> ConfigResult:
@@ -80,9 +82,12 @@ def finish_result(
     reason: str | None,
     capacity: Capacity | None = None,
     search: str | None = None,
+    pod_knee: PodKnee | None = None,
 ) -> None:
-    """Record the knee (kept even when a guard makes it `invalid`, for inspection), capacity and verdict."""
+    """Record the knee (kept even when a guard makes it `invalid`, for inspection), the knee per pod, capacity and
+    verdict."""
     result.knee = outcome.knee
+    result.pod_knee = pod_knee
     result.capacity = capacity
     result.search = search
     result.status = status  # type: ignore[assignment]  # one of ConfigStatus, checked on assignment

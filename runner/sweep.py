@@ -200,7 +200,13 @@ class Sweep:
         if stopped is not None or policy.last_round(assessment, round_):
             ending = search_ending(assessment, result.steps, Targets.from_load(self.scenario.load), stopped)
             finish_result(
-                result, assessment.outcome, assessment.status, assessment.reason, assessment.capacity, search=ending
+                result,
+                assessment.outcome,
+                assessment.status,
+                assessment.reason,
+                assessment.capacity,
+                search=ending,
+                pod_knee=assessment.pod_knee,
             )
             self.store.save()
             self.observer.config_finished(result)
@@ -254,7 +260,7 @@ class Sweep:
                 continue
             knee = other.valid_knee if other.finished else find_knee(other.steps, self.scenario.threshold).knee
             if knee is not None and other.status != "failed":
-                rates.append(knee.per_core(other.envoy.cpu_cores))
+                rates.append(knee.per_core(other.envoy.fleet_cpu_cores))
         return min(rates) if rates else None
 
     def run_baseline(self) -> BaselineResult:

@@ -80,7 +80,7 @@ class Visit:
         self.warmed = False
         self.planner = (  # later rounds place windows over the curve: rounds with the adaptive search
             VisitPlanner(
-                make_adaptive(load, context.threshold, search_start(load, config.envoy_cpu_cores)),
+                make_adaptive(load, context.threshold, search_start(load, config.fleet_cpu_cores)),
                 load.windows_per_round,
             )
             if context.policy.places_windows
@@ -109,7 +109,7 @@ class Visit:
         search = make_search(
             load,
             self.context.threshold,
-            self.config.envoy_cpu_cores,
+            self.config.fleet_cpu_cores,
             self.knee_per_core,
             locate_only=self.context.policy.in_rounds,
             windows_before=len(self.result.steps),

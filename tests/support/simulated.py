@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runner.errors import UnreachableError
 from runner.locust import LocustOptions, Snapshot, WorkerStatus
 from runner.measure import Capacities
-from runner.metrics import Selector, Selectors, WindowStats
+from runner.metrics import PodReading, Selector, Selectors, WindowStats
 from runner.model import LoadLevel, Step
 from runner.plan import Configuration
 from runner.platforms.base import Endpoints, Platform
@@ -124,29 +124,59 @@ class SimulatedEnvoy:
         )
 
 
+Second = tuple[float, float, float]  # served RPS, cores used, p99 ms
+
+
+def pod_shares(pods: int, imbalance: float) -> tuple[float, ...]:
+    """Each pod's share of the load: the first takes `imbalance` times the mean pod's, the others the rest evenly."""
+    if pods == 1:
+        return (1.0,)
+    first = imbalance / pods
+    return (first, *([(1 - first) / (pods - 1)] * (pods - 1)))
+
+
 @dataclass
 class Timeline:
-    """What happened each second: the load offered and what the simulated Envoy made of it."""
+    """What happened each second: the load offered and what the simulated Envoy made of it, its pods (`fleet`, the
+    first is `envoy`) each taking its `shares` of the load."""
 
     envoy: SimulatedEnvoy
     clock: FakeClock
     offered: float = 0.0
     users: int = 0
-    seconds: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    seconds: dict[int, Second] = field(default_factory=dict)  # the fleet's: served and cores summed, worst p99
     generator_share: float = 0.2
     speed: Callable[[int], float] = lambda second: 1.0  # the machine's speed in each second
+    fleet: tuple[SimulatedEnvoy, ...] = ()
+    shares: tuple[float, ...] = (1.0,)
+    pod_seconds: dict[int, tuple[Second, ...]] = field(default_factory=dict)
+
+    def run(self, fleet: tuple[SimulatedEnvoy, ...], shares: tuple[float, ...]) -> None:
+        """Envoy's pods from now on."""
+        self.advance_to(self.clock.time())
+        self.envoy, self.fleet, self.shares = fleet[0], fleet, shares
 
     def advance_to(self, moment: float) -> None:
         """Simulate every whole second up to `moment`."""
         second = max(self.seconds, default=int(EPOCH) - 1) + 1
+        fleet = self.fleet or (self.envoy,)
         while second < int(moment):
             speed = self.speed(second)
-            self.seconds[second] = self.envoy.second(self.offered, speed) if self.offered > 0 else (0.0, 0.002, 0.0)
+            pods = tuple(
+                pod.second(self.offered * share, speed) if self.offered > 0 else (0.0, 0.002, 0.0)
+                for pod, share in zip(fleet, self.shares, strict=True)
+            )
+            self.pod_seconds[second] = pods
+            self.seconds[second] = (sum(p[0] for p in pods), sum(p[1] for p in pods), max(p[2] for p in pods))
             second += 1
 
-    def window(self, start: float, end: float) -> list[tuple[float, float, float]]:
+    def window(self, start: float, end: float) -> list[Second]:
         self.advance_to(end)
         return [self.seconds[s] for s in range(int(start), int(end)) if s in self.seconds]
+
+    def pod_window(self, start: float, end: float) -> list[tuple[Second, ...]]:
+        self.advance_to(end)
+        return [self.pod_seconds[s] for s in range(int(start), int(end)) if s in self.pod_seconds]
 
 
 class FakeLocust:
@@ -237,6 +267,21 @@ class FakeMetrics:
         self._query()
         return 0.0  # keep-alive: the simulated users open their connections before the window
 
+    def envoy_pods(self, selector: Selector, start: float, end: float, spacing_s: float = 0.0) -> dict[str, PodReading]:
+        """Each simulated Envoy pod's window, read as cpu_cores, throttled_share and envoy_rps read the fleet's."""
+        self._query()
+        seconds = self.timeline.pod_window(start, end)
+        found = {}
+        for index, pod in enumerate(self.timeline.fleet or (self.timeline.envoy,)):
+            mine = [second[index] for second in seconds]
+            cores = [c for _, c, _ in mine] or [0.01]
+            spans = [sum(cores[i : i + 5]) / 5 for i in range(0, max(1, len(cores) - 4))]
+            cpu = WindowStats(sum(cores) / len(cores), min(spans), max(spans))
+            throttled = sum(1 for c in cores if c >= 0.97 * pod.limit_cores) / len(mine) if mine else None
+            rps = sum(s for s, _, _ in mine) / len(mine) if mine else math.nan
+            found[f"envoy-simulated-{index}"] = PodReading(cpu, throttled, rps, 0.0)
+        return found
+
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float:
         self._query()
         return 30e6
@@ -246,7 +291,8 @@ class FakePlatform(Platform):
     """A platform whose Envoy is simulated: `envoy_for(config)` builds the simulated Envoy of each
     configuration (once: a later visit finds it as it was, its noise going on); `fail_apply(config)` may
     return an error to raise when it is applied; `speed(second)` is the machine's speed; each apply takes
-    `rollout_s`."""
+    `rollout_s`. A configuration of several pods runs copies of its simulated Envoy, the first taking `imbalance`
+    times the mean pod's share of the load."""
 
     name = "fake"
 
@@ -258,12 +304,14 @@ class FakePlatform(Platform):
         fail_apply: Callable[[Configuration], Exception | None] = lambda config: None,
         speed: Callable[[int], float] = lambda second: 1.0,
         rollout_s: float = 2.0,
+        imbalance: float = 1.0,
     ) -> None:
         self.clock = clock
         self.rollout_s = rollout_s  # how long an apply takes (a rollout)
         self.envoy_for = envoy_for
         self.fail_apply = fail_apply
-        self.envoys: dict[str, SimulatedEnvoy] = {}
+        self.imbalance = imbalance
+        self.fleets: dict[str, tuple[SimulatedEnvoy, ...]] = {}
         self.timeline = Timeline(SimulatedEnvoy(), clock, speed=speed)
         self._locust = FakeLocust(self.timeline)
         self._metrics = FakeMetrics(self.timeline)
@@ -285,9 +333,14 @@ class FakePlatform(Platform):
         self.applied.append(config)
         if (error := self.fail_apply(config)) is not None:
             raise error
-        self.timeline.advance_to(self.clock.time())
-        self.timeline.envoy = self.envoys.setdefault(config.key, self.envoy_for(config))
+        fleet = self.fleets.setdefault(config.key, self._fleet(config))
+        self.timeline.run(fleet, pod_shares(len(fleet), self.imbalance))
         self.clock.sleep(self.rollout_s)  # a rollout
+
+    def _fleet(self, config: Configuration) -> tuple[SimulatedEnvoy, ...]:
+        """The configuration's pods: its simulated Envoy, and for each further pod a copy with noise of its own."""
+        first = self.envoy_for(config)
+        return (first, *(replace(first, seed=first.seed + 1000 * i) for i in range(1, config.envoy_replicas)))
 
     @property
     def locust(self) -> FakeLocust:

@@ -244,6 +244,7 @@ def _tls_listener(layout: EnvoyLayout, tls: TlsListener) -> dict[str, Any]:
     return {
         "name": TLS_STAT_PREFIX,
         "address": {"socket_address": {"address": layout.address, "port_value": tls.port}},
+        "enable_reuse_port": True,
         "socket_options": KEEPALIVE_OPTIONS,
         "listener_filters": [
             {
@@ -314,6 +315,7 @@ def bootstrap(layout: EnvoyLayout) -> dict[str, Any]:
         {
             "name": STAT_PREFIX,
             "address": {"socket_address": {**socket, "port_value": layout.listen_port}},
+            "enable_reuse_port": True,  # the pods of a local fleet share the port (runner.platforms.local.envoy_fleet)
             "socket_options": KEEPALIVE_OPTIONS,
             "filter_chains": [{"filters": [manager]}],
         }

@@ -1,5 +1,5 @@
-"""The embedded local platform: the test bed's processes; Envoy's limits rewritten in place between visits (restarted
-when its bootstrap or worker count changes)."""
+"""The embedded local platform: the test bed's processes; Envoy's pods (`envoy.replicas` of them, sharing the gateway's
+port) with their limits rewritten in place between visits (restarted when their bootstrap or worker count changes)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from runner.measure import Capacities
 from runner.metrics import Metrics, Selectors
 from runner.paths import cache_dir
 from runner.plan import Configuration
-from runner.platforms.base import Endpoints, LocustPrometheusPlatform, refuse_fleet
+from runner.platforms.base import Endpoints, LocustPrometheusPlatform
 from runner.platforms.local import binaries, envoy
 from runner.platforms.local.placement import place
 from runner.platforms.local.speed import parse_cpu_list, read_steal, reference_speed
@@ -32,11 +32,10 @@ class LocalPlatform(LocustPrometheusPlatform):
     def __init__(
         self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False, testbed_id: str | None = None
     ) -> None:
-        refuse_fleet(scenario.envoy.replicas, self.name)
         self.scenario = scenario
         self.owner_pid = os.getpid() if testbed_id is None else 0
         memory_cpu = scenario.memory.cpu_for(scenario.envoy.cpu_cores) if scenario.memory else 0.0
-        top = max(*scenario.envoy.cpu_cores, memory_cpu)
+        top = max(max(scenario.envoy.cpu_cores) * max(scenario.envoy.replicas), memory_cpu)  # the largest fleet's CPU
         self.placement = place(top, isolate=scenario.envoy.isolation == "auto")
         self.testbed = LocalTestbed(
             workdir=run_dir / "testbed",
@@ -92,6 +91,7 @@ class LocalPlatform(LocustPrometheusPlatform):
             extra_routes=config.extra_routes,
             overload=envoy.Overload(overload.max_connections, overload.max_heap_bytes) if overload else None,
             fresh=fresh,
+            replicas=config.envoy_replicas,
         )
 
     def _listener_certificate(self, profile: TrafficProfile) -> CertificateFiles | None:
@@ -167,7 +167,10 @@ class LocalPlatform(LocustPrometheusPlatform):
 
     def limit_changes(self) -> str:
         version = self.testbed.cgroups.version
-        return f"written into Envoy's cgroup (v{version}) in place; restarted for a new bootstrap only"
+        return (
+            f"written into each Envoy pod's cgroup (v{version}) in place; restarted for a new bootstrap only; pods "
+            "added or removed for another pod count"
+        )
 
     def cpu_steal(self) -> tuple[float, float] | None:
         return read_steal()

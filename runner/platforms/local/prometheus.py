@@ -1,4 +1,5 @@
-"""Prometheus (Debian's package) for the local platform: scrapes the exporter and Envoy's admin stats."""
+"""Prometheus (Debian's package) for the local platform: scrapes the exporter and the admin stats of each Envoy pod
+(listed in a file the test bed rewrites as the fleet changes; Prometheus watches it)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,11 @@ RETENTION = "2h"
 
 @dataclass(frozen=True)
 class ScrapeTargets:
-    """What the local Prometheus scrapes and how Envoy is labelled (as Kubernetes would label its pod)."""
+    """What the local Prometheus scrapes: the exporter, and the Envoy pods listed in `envoy_targets_file` (each
+    labelled as Kubernetes would label its pod: runner.platforms.local.envoy_fleet.scrape_targets)."""
 
     exporter_port: int
-    envoy_admin_port: int
-    envoy_namespace: str
-    envoy_pod: str
-    envoy_container: str = "envoy"
+    envoy_targets_file: Path
     interval_s: float = 1.0
 
 
@@ -39,16 +38,7 @@ def config(targets: ScrapeTargets) -> dict[str, Any]:
                 "job_name": "envoy-stats",
                 "metrics_path": "/stats/prometheus",
                 "params": {"usedonly": [""], "filter": [SCRAPE_FILTER]},
-                "static_configs": [
-                    {
-                        "targets": [f"127.0.0.1:{targets.envoy_admin_port}"],
-                        "labels": {
-                            "namespace": targets.envoy_namespace,
-                            "pod": targets.envoy_pod,
-                            "container": targets.envoy_container,
-                        },
-                    }
-                ],
+                "file_sd_configs": [{"files": [str(targets.envoy_targets_file)]}],
             },
         ],
     }

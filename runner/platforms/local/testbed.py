@@ -1,5 +1,5 @@
-"""The local test bed: Envoy, nginx replicas, Locust master and workers (runner.platforms.local.loadgen),
-Prometheus and the cgroup exporter.
+"""The local test bed: Envoy's pods (runner.platforms.local.envoy_fleet), nginx replicas, Locust master and workers
+(runner.platforms.local.loadgen), Prometheus and the cgroup exporter.
 
 Every process runs in its own cgroup under `gateway-sizer/<testbed-id>/<pod>`, labelled like a
 Kubernetes pod (namespace, pod, container). Stopping the test bed removes that whole tree, which also
@@ -21,16 +21,13 @@ from runner.errors import PlatformError, UsageError
 from runner.locust import LocustMaster
 from runner.platforms.local import binaries, envoy, nginx, prometheus
 from runner.platforms.local.cgroups import Cgroup, CgroupDriver, Limits, detect_driver
+from runner.platforms.local.envoy_fleet import EnvoySpec, LocalEnvoyFleet, is_envoy_pod
 from runner.platforms.local.exporter import write_registry
 from runner.platforms.local.layout import (
     BACKEND_NAMESPACE,
-    ENVOY_CONTAINER,
-    ENVOY_NAMESPACE,
-    ENVOY_POD,
     EXPORTER_POD,
     LOOPBACK,
     MONITORING_NAMESPACE,
-    NOFILE,
     PROMETHEUS_POD,
     START_TIMEOUT_S,
     Ports,
@@ -38,14 +35,7 @@ from runner.platforms.local.layout import (
 from runner.platforms.local.layout import SELECTORS as SELECTORS
 from runner.platforms.local.loadgen import LocalLocust, LocustSetup
 from runner.platforms.local.placement import Placement
-from runner.platforms.local.processes import (
-    ManagedProcess,
-    Supervisor,
-    http_ok,
-    nofile_limit,
-    port_is_free,
-    wait_until,
-)
+from runner.platforms.local.processes import ManagedProcess, Supervisor, http_ok, port_is_free, wait_until
 from runner.platforms.local.state import TSDB_PREFIX, TestbedRecord, state_file
 
 
@@ -80,7 +70,8 @@ class LocalTestbed:
         self._tsdb: Path | None = None
         self.backend: list[nginx.NginxReplica] = []
         self.envoy_limits: tuple[float, int | None, int] | None = None
-        self._envoy_layout: tuple[envoy.EnvoyLayout, int] | None = None  # what the running Envoy was started with
+        targets = self.workdir / "envoy-targets.json"
+        self.envoy = LocalEnvoyFleet(self._run, self._remove, self.containers, self.workdir, targets)
         self._locust: LocalLocust | None = None
         self._backend_options: dict[str, Any] = {}
 
@@ -109,13 +100,15 @@ class LocalTestbed:
         if pod not in self.containers:
             group = self.cgroups.create(f"{self.testbed_id}/{pod}")
             placement = self.placement
-            group.set_cpus(placement.envoy_cpus if pod == ENVOY_POD else placement.others_cpus)
+            group.set_cpus(placement.envoy_cpus if is_envoy_pod(pod) else placement.others_cpus)
             self.containers[pod] = _Container(namespace, pod, container, group)
         return self.containers[pod]
 
     def _publish(self) -> None:
+        # Envoy's pods publish each thread's CPU too, for their worker threads
         entries = [
             {"namespace": c.namespace, "pod": c.pod, "container": c.container, "cgroup": c.cgroup.spec()}
+            | {"threads": is_envoy_pod(c.pod)}
             for c in self.containers.values()
         ]
         write_registry(self._registry, entries)
@@ -160,13 +153,9 @@ class LocalTestbed:
         """The cgroup exporter and Prometheus scraping it and Envoy's admin stats."""
         self._publish()
         self._start_exporter()
-        targets = prometheus.ScrapeTargets(
-            exporter_port=self.ports.exporter,
-            envoy_admin_port=self.ports.envoy_admin,
-            envoy_namespace=ENVOY_NAMESPACE,
-            envoy_pod=ENVOY_POD,
-            interval_s=self.scrape_interval_s,
-        )
+        assert self.envoy.targets_file is not None
+        self.envoy.forget()  # the targets file, with the pods that run (none yet)
+        targets = prometheus.ScrapeTargets(self.ports.exporter, self.envoy.targets_file, self.scrape_interval_s)
         prometheus.write_config(targets, self.workdir / "prometheus.yml")
         self._tsdb = Path(tempfile.mkdtemp(prefix=TSDB_PREFIX))
         self._start_prometheus()
@@ -247,12 +236,14 @@ class LocalTestbed:
         overload: envoy.Overload | None = None,
         idle_timeout_s: float = envoy.IDLE_TIMEOUT_S,
         fresh: bool = False,
+        replicas: int = 1,
     ) -> None:
-        """Give Envoy these limits: written into its cgroup when it runs with the same bootstrap and worker
-        count (as an in-place resize changes a pod's limits), else (re)started with them, as a rollout replaces
-        a pod. With a certificate, Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more
+        """Run `replicas` Envoy pods with these limits, each in its own cgroup, all on the gateway's port: limits
+        written into their cgroups when they run with the same bootstrap and worker count (as an in-place resize
+        changes a pod's limits), else (re)started with them, as a rollout replaces pods; pods added or removed to
+        the count. With a certificate, Envoy also terminates TLS on `ports.gateway_tls`; `extra_routes` more
         virtual hosts, `overload` manager settings and the connection idle timeout go into its bootstrap.
-        `fresh`: restart it whatever changed."""
+        `fresh`: restart them whatever changed."""
         if not self.backend:
             raise PlatformError("start the backend before Envoy")
         tls = None
@@ -268,50 +259,10 @@ class LocalTestbed:
             overload=overload,
             idle_timeout_s=idle_timeout_s,
         )
-        if not fresh and self._resize_envoy(layout, concurrency, cpu_cores, memory_bytes):
-            return
-        self._remove(ENVOY_POD)
-        config = envoy.write_bootstrap(layout, self.workdir / "envoy.yaml")
-        argv = envoy.command(binaries.envoy(), config, concurrency)
-        process = self._run(
-            ENVOY_POD,
-            ENVOY_NAMESPACE,
-            ENVOY_CONTAINER,
-            argv,
-            Limits(cpu_cores, memory_bytes),
-            nofile=nofile_limit(NOFILE),
-        )
-        wait_until(
-            http_ok(f"http://{LOOPBACK}:{self.ports.envoy_admin}/ready"),
-            what="Envoy",
-            timeout_s=START_TIMEOUT_S,
-            process=process,
-        )
+        self.envoy.apply(EnvoySpec(layout, concurrency, cpu_cores, memory_bytes), replicas, fresh=fresh)
         for port in (self.ports.gateway, *([tls.port] if tls else [])):
-            wait_until(_listening(LOOPBACK, port), what="Envoy's listener", timeout_s=START_TIMEOUT_S, process=process)
+            wait_until(_listening(LOOPBACK, port), what="Envoy's listener", timeout_s=START_TIMEOUT_S)
         self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
-        self._envoy_layout = (layout, concurrency)
-
-    def _resize_envoy(
-        self, layout: envoy.EnvoyLayout, concurrency: int, cpu_cores: float, memory_bytes: int | None
-    ) -> bool:
-        """Write new limits into a running Envoy's cgroup when its bootstrap and worker count stay; False
-        when it must be (re)started (not running, another bootstrap, or a memory limit below what it uses)."""
-        entry = self.containers.get(ENVOY_POD)
-        if (
-            entry is None
-            or entry.process is None
-            or not entry.process.alive()
-            or self._envoy_layout != (layout, concurrency)
-        ):
-            return False
-        try:
-            entry.cgroup.set_memory_limit(memory_bytes)
-        except PlatformError:  # cgroup v1 refuses a limit below the usage (EBUSY): restart, as a rollout would
-            return False
-        entry.cgroup.set_cpu_limit(cpu_cores)
-        self.envoy_limits = (cpu_cores, memory_bytes, concurrency)
-        return True
 
     def start_locust(self, setup: LocustSetup, timeout_s: float = START_TIMEOUT_S) -> LocustMaster:
         """Locust's master (web UI) and `setup.workers` workers, each worker in its own cgroup; waits up to
@@ -363,6 +314,7 @@ class LocalTestbed:
         finally:
             self.cgroups.remove_tree(self.testbed_id)
             self.containers.clear()
+            self.envoy.running.clear()
             if self._tsdb is not None:
                 shutil.rmtree(self._tsdb, ignore_errors=True)
                 self._tsdb = None
