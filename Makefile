@@ -13,7 +13,7 @@ SIZER := $(BIN)/gateway-sizer
 # nothing (util-linux, iproute2 and procps come with most Debian systems, not with every one).
 SWEEP_PACKAGES := prometheus:prometheus setpriv:util-linux prlimit:util-linux
 TEST_PACKAGES := wrk:wrk chromium:chromium etcd:etcd-server gcc:gcc gcc:libc6-dev openssl:openssl tcpdump:tcpdump \
-	ss:iproute2 pkill:procps taskset:util-linux
+	ss:iproute2 pkill:procps taskset:util-linux git:git
 # `$(PYTHON) -m venv` needs ensurepip, which Debian ships in python3-venv.
 VENV_CHECK = $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv";
 PYTEST_ARGS ?=

@@ -247,15 +247,6 @@ class Metrics:
         found = {pod: counter_window(points, MIN_SUBWINDOW_S) for pod, points in samples.items()}
         return {pod: stats.mean for pod, stats in found.items() if stats is not None}
 
-    def throttled_share(self, selector: Selector, start: float, end: float) -> float | None:
-        """Share of the CFS periods in the window in which the containers were throttled; None when the
-        counters are not published (no CPU quota, or a runtime that does not export them)."""
-        periods = sum(_increase(p) for p in self._counter_samples(CFS_PERIODS, selector, start, end).values())
-        throttled = sum(
-            _increase(p) for p in self._counter_samples(CFS_THROTTLED_PERIODS, selector, start, end).values()
-        )
-        return throttled / periods if periods > 0 else None
-
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
         """Requests per second Envoy's HTTP listeners accepted over the window."""
         return self._envoy_rate(ENVOY_REQUESTS, selector, start, end)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from runner.figures import ControlDrift, control_drift
 from runner.model import RunSummary
 from runner.report import formatting as fmt
+from runner.report.fleet import build_fleet
 from runner.report.rows import ConfigRow
 from runner.report.series import Ratio, Series, group_key, ratio_of
 
@@ -53,6 +54,7 @@ class Headline:
     drift: ControlDrift | None
     compression: str  # what each profile's clients asked for
     speed_moved: float | None = None  # how far the reference loop before each configuration moved between them
+    fleet: str = ""  # with several Envoy pods: the pods, the knee per pod, the fleet's knee, the scale-out efficiency
 
     @property
     def ratios(self) -> tuple[Ratio, ...]:
@@ -124,6 +126,11 @@ def _lead(series: Series | None, rows: Sequence[ConfigRow], memory: bool) -> str
             if memory
             else "No configuration was measured."
         )
+    if all(r.config.envoy.replicas > 1 for r in rows):
+        return (
+            "This run measured fleets of several Envoy pods only, and sizing reads one pod's knee: sweep one pod too "
+            "(ENVOY_REPLICAS=1,2); the fleets' figures are under Fleet."
+        )
     why = "; ".join(
         f"{r.label}: {r.config.status}" + (f" ({r.config.reason})" if r.config.reason else "") for r in rows
     )
@@ -150,4 +157,5 @@ def build_headline(summary: RunSummary, rows: Sequence[ConfigRow], series: Serie
         drift=drift,
         compression=_compression(measured) if measured else fmt.compression(_sent_without_windows(summary)),
         speed_moved=moved,
+        fleet=fleet.headline if (fleet := build_fleet(summary, [r.config for r in measured])) is not None else "",
     )

@@ -16,6 +16,7 @@ from runner.model import BaselineResult, RunSummary
 from runner.report import formatting as fmt
 from runner.report import memory_report, tables
 from runner.report.analysis import Conclusion, conclusions
+from runner.report.fleet import FleetSection, build_fleet
 from runner.report.headline import Headline, build_headline
 from runner.report.memory_report import MemorySection, build_memory_section
 from runner.report.profiles import ProfileComparison, compare_profiles
@@ -57,6 +58,7 @@ class Tables:
     memory_examples: tables.Table | None = None
     memory_points: tables.Table | None = None
     contour_routes: tables.Table | None = None
+    fleet: tables.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class Report:
     profiles: ProfileComparison | None = None
     baseline: BaselineResult | None = None
     memory: MemorySection | None = None  # the memory model (runner.report.memory_report)
+    fleet: FleetSection | None = None  # configurations of several Envoy pods (runner.report.fleet)
 
     @property
     def no_sizing_reason(self) -> str | None:
@@ -90,6 +93,8 @@ class Report:
             return None
         if self.memory is not None and not self.rows:
             return "this run measured the memory model only (memory.only), no knee: see Memory below"
+        if self.rows and all(r.config.envoy.replicas > 1 for r in self.rows):
+            return "this run measured fleets of several Envoy pods only, and sizing reads one pod's knee (see Fleet)"
         return "no configuration has a valid knee, so there is nothing to size from: see each configuration's reason"
 
 
@@ -159,12 +164,14 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
 
     configs = summary.configs
     specs = [(c.envoy.cpu_cores, c.envoy.memory, c.envoy.concurrency) for c in configs]
+    pods = sorted({c.envoy.replicas for c in configs}) or [1]
     if summary.memory is not None:  # the memory experiment's Envoy
         specs.append((summary.memory.envoy_cpu_cores, summary.memory.envoy_memory, summary.memory.concurrency))
     envoy = (
         f"{version('envoy')}; CPU limits {_joined(fmt.cpu(c) for c in sorted({s[0] for s in specs}))}; "
         f"memory {_joined(sorted({s[1] for s in specs}))}; "
-        f"concurrency {_joined(fmt.concurrency(n) for n in sorted({s[2] for s in specs}))}"
+        f"concurrency {_joined(fmt.concurrency(n) for n in sorted({s[2] for s in specs}))}; "
+        f"{_joined(pods)} pod(s) per configuration"
     )
     contour = versions.pop("contour", None) or (
         "not used: the local platform programs Envoy as Contour would" if summary.platform == "local" else "-"
@@ -258,6 +265,7 @@ def _tables(
     environment: tuple[EnvRow, ...],
     run_facts: tuple[tuple[str, str], ...],
     memory: MemorySection | None,
+    fleet: FleetSection | None,
 ) -> Tables:
     """Every table but the windows', from the parts of the report already built."""
     series = headline.series
@@ -276,6 +284,7 @@ def _tables(
         fixed_loads=tables.fixed_load_table(fixed_loads) if fixed_loads else None,
         environment=tables.environment_table(environment),
         run=tables.run_table(run_facts),
+        fleet=tables.fleet_table(fleet.rows) if fleet is not None else None,
     )
 
 
@@ -291,6 +300,7 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
     baseline, fixed_loads = _baseline(summary), _fixed_loads(summary, scenario)
     environment, run_facts = _environment(summary, scenario), _run_facts(summary, scenario)
     memory = build_memory_section(summary.memory, headroom)
+    fleet = build_fleet(summary)
     return Report(
         run_id=summary.run_id,
         title="Envoy gateway sizing report",
@@ -307,10 +317,13 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         examples=examples,
         conclusions=tuple(conclusions(summary, rows, headline)),
         sections=tuple(Section(r, tables.step_table(r, rounds)) for r in rows if r.steps),
-        tables=_tables(headline, rows, examples, profiles, baseline, fixed_loads, environment, run_facts, memory),
+        tables=_tables(
+            headline, rows, examples, profiles, baseline, fixed_loads, environment, run_facts, memory, fleet
+        ),
         reproduce=_reproduce(summary),
         rounds=rounds,
         profiles=profiles,
         baseline=baseline,
         memory=memory,
+        fleet=fleet,
     )

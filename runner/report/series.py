@@ -318,10 +318,13 @@ def _limits_against_smallest(configs: Sequence[ConfigResult], threshold: float) 
 
 
 def build_series(summary: RunSummary, profile: str | None = None) -> Series | None:
-    """The series of one traffic profile (default: `sizing_profile`): its valid knees with the preferred
-    arrival model, in the resources of the first of them, one per CPU limit; None without a valid knee."""
+    """The series of one traffic profile (default: `sizing_profile`): its valid knees of one Envoy pod with the
+    preferred arrival model, in the resources of the first of them, one per CPU limit; None without a valid knee
+    of one pod (a fleet's knee is its pods' together: runner.report.fleet)."""
     name = profile or sizing_profile(summary)
-    valid = [c for c in summary.configs if c.profile.name == name and c.valid_knee is not None]
+    valid = [
+        c for c in summary.configs if c.profile.name == name and c.valid_knee is not None and c.envoy.replicas == 1
+    ]
     if not valid:
         return None
     arrivals = PREFERRED_ARRIVALS if any(c.arrivals == PREFERRED_ARRIVALS for c in valid) else valid[0].arrivals
@@ -351,6 +354,11 @@ def require_series(summary: RunSummary, profile: str | None = None) -> Series:
     series = build_series(summary, profile)
     if series is None:
         configs = [c for c in summary.configs if c.profile.name == (profile or sizing_profile(summary))]
+        if configs and all(c.envoy.replicas > 1 for c in configs):
+            raise UsageError(
+                f"run {summary.run_id} measured fleets of several Envoy pods only; sizing reads one pod's knee",
+                "sweep one pod too, e.g. make sweep ENVOY_REPLICAS=1,2",
+            )
         why = "; ".join(f"{c.label}: {c.status}" + (f" ({c.reason})" if c.reason else "") for c in configs)
         raise UsageError(f"run {summary.run_id} has no valid knee ({why or 'no configuration'})", SWEEP_HINT)
     return series

@@ -11,12 +11,13 @@ from typing import Generic, TypeVar
 
 from runner.model import BaselineResult, Step
 from runner.report import formatting as fmt
+from runner.report.fleet import FleetRow
 from runner.report.profiles import ConnectionCost, ProfileComparison, ProfileRow
 from runner.report.rows import ConfigRow, EnvRow, FixedLoad, StepRow, anchor
 from runner.report.series import Rate, Ratio, Series
 from runner.report.sizing import Recommendation
 
-__all__ = ["Cell", "Column", "Table", "knee_table", "ratio_table", "series_table", "step_table", "table"]
+__all__ = ["Cell", "Column", "Table", "fleet_table", "knee_table", "ratio_table", "series_table", "step_table", "table"]
 
 T = TypeVar("T")
 
@@ -128,6 +129,7 @@ def knee_table(rows: Sequence[ConfigRow]) -> Table:
     columns: list[Column[ConfigRow]] = [Column("Envoy CPU", lambda r: Cell(fmt.cpu(r.cpu_cores), link=r.anchor))]
     columns += [Column("Profile", lambda r: r.profile, numeric=False)] if several["profile"] else []
     columns += [Column("Arrivals", lambda r: r.config.arrivals, numeric=False)] if several["arrivals"] else []
+    columns += [Column("Pods", lambda r: str(r.config.envoy.replicas))] if several["pods"] else []
     columns += [
         Column("Memory", lambda r: r.config.envoy.memory),
         Column("Concurrency", lambda r: fmt.concurrency(r.config.envoy.concurrency)),
@@ -148,7 +150,11 @@ def knee_table(rows: Sequence[ConfigRow]) -> Table:
     return table("knee-table", columns, rows)
 
 
-_AXES: dict[str, Callable[[ConfigRow], str]] = {"profile": lambda r: r.profile, "arrivals": lambda r: r.config.arrivals}
+_AXES: dict[str, Callable[[ConfigRow], str]] = {
+    "profile": lambda r: r.profile,
+    "arrivals": lambda r: r.config.arrivals,
+    "pods": lambda r: str(r.config.envoy.replicas),
+}
 
 
 def _interval_from(row: ConfigRow) -> str:
@@ -174,6 +180,12 @@ def step_table(row: ConfigRow, rounds: bool) -> Table:
         Column("RPS", lambda s: Cell(fmt.rps(s.step.rps), strong=True)),
         Column("Envoy RPS", lambda s: fmt.rps(s.step.envoy_rps)),
         Column("CPU utilization", lambda s: s.cpu_range),
+    ]
+    if any(len(s.step.pods) > 1 for s in row.steps):  # the window's CPU is its busiest pod's: each pod's beside it
+        columns.append(Column("Each pod", _each_pod))
+    if any(p.hottest_worker_share is not None for s in row.steps for p in s.step.pods):
+        columns.append(Column("Hottest worker", _hottest_worker))
+    columns += [
         Column("CPU per request", lambda s: fmt.microseconds(s.step.cpu_per_request_us)),
         Column("Regime", lambda s: s.regime, numeric=False),
         Column("p95", lambda s: fmt.ms(s.step.p95_ms)),
@@ -182,6 +194,48 @@ def step_table(row: ConfigRow, rounds: bool) -> Table:
         Column("Analysis", lambda s: s.analysis, numeric=False),
     ]
     return table("", columns, row.steps, css="steps", row_css=lambda s: "limit" if s.at_limit else "")
+
+
+def _each_pod(row: StepRow) -> str:
+    """Each pod's utilization against its own limit: "45% / 43%"."""
+    return " / ".join(fmt.percent(p.cpu_utilization_mean) for p in row.step.pods)
+
+
+def _hottest_worker(row: StepRow) -> str:
+    """The busiest pod's hottest worker thread: its share of what one thread can use, and over the mean worker."""
+    pods = [p for p in row.step.pods if p.hottest_worker_share is not None]
+    if not pods:
+        return "-"
+    pod = max(pods, key=lambda p: p.hottest_worker_share or 0.0)
+    spread = f" ({fmt.times(pod.worker_spread)} the mean)" if pod.worker_spread is not None else ""
+    return f"{fmt.percent(pod.hottest_worker_share)}{spread}"
+
+
+def fleet_table(rows: Sequence[FleetRow]) -> Table:
+    """Each configuration of several pods: its knee per pod and the fleet's, the imbalance, and the scale-out
+    efficiency against the same pod alone."""
+
+    def efficiency_ci(row: FleetRow) -> str:
+        return fmt.interval(row.efficiency.low, row.efficiency.high) if row.efficiency else "-"
+
+    def fleet_ci(row: FleetRow) -> str:
+        knee = row.config.valid_knee
+        return fmt.interval(knee.low, knee.high) if knee is not None else "-"
+
+    columns: list[Column[FleetRow]] = [
+        Column("Envoy CPU per pod", lambda r: Cell(fmt.cpu(r.config.envoy.cpu_cores), link=anchor(r.config))),
+        Column("Pods", lambda r: str(r.pods)),
+        Column("Worker threads per pod", lambda r: fmt.concurrency(r.config.envoy.concurrency)),
+        Column("Knee per pod", lambda r: Cell(fmt.rps(r.pod_knee.rps if r.pod_knee else None), strong=True)),
+        Column("95% CI per pod", lambda r: fmt.interval(r.pod_knee.low, r.pod_knee.high) if r.pod_knee else "-"),
+        Column("Fleet knee", lambda r: fmt.rps(r.config.valid_knee.rps if r.config.valid_knee else None)),
+        Column("95% CI of the fleet", fleet_ci),
+        Column("Imbalance", lambda r: fmt.times(r.imbalance)),
+        Column("One pod's knee", lambda r: fmt.rps(r.single_knee.rps if r.single_knee else None)),
+        Column("Scale-out efficiency", lambda r: Cell(fmt.times(r.efficiency_value), strong=True)),
+        Column("95% CI of the efficiency", efficiency_ci),
+    ]
+    return table("fleet-table", columns, rows)
 
 
 def examples_table(examples: Sequence[Recommendation]) -> Table:

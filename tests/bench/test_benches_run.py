@@ -38,6 +38,7 @@ CASES = {
     "meter_bias.py": (["--shares", "0.5", "--rounds", "2", "--seconds", "2"], "rounds)"),
     "handshake_cost.py": (["--runs", "1"], "handshake / keep-alive median"),
     "send_clustering.py": (["--rates", "500", "--rounds", "2", "--seconds", "2", "--timers", "fine/gevent"], "rounds)"),
+    "worker_threads.py": (["--passes", "1", "--shares", "0.6,0.9", "--seconds", "2"], "paired pass by pass"),
 }
 
 

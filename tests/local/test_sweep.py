@@ -179,10 +179,11 @@ def _sweep_pids(testbed_id: str) -> list[int]:
     return pids
 
 
-def _fixed_schedule_scenario(tmp_path: Path, cpus: list[float]) -> Path:
+def _fixed_schedule_scenario(tmp_path: Path, cpus: list[float], pods: int = 1) -> Path:
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
     scenario["name"] = "interrupt"
     scenario["envoy"]["cpu"] = cpus
+    scenario["envoy"]["replicas"] = [pods]
     scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=3, warmup_seconds=2, settle_seconds=1, rounds=1)
     path = tmp_path / "interrupt.yaml"
     path.write_text(yaml.safe_dump(scenario))
@@ -260,13 +261,19 @@ def _wait_for_visits(sweep: subprocess.Popen, results: Path, visits: int) -> lis
 @pytest.mark.parallel_safe
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: int):
-    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15]))
+    # a fleet of two Envoy pods: each pod's process and cgroup goes with the rest
+    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15], pods=2))
     started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)
+    assert {p.name for top in cgroup_tree(f"sweep-{sweep.pid}") for p in top.iterdir()} >= {
+        "envoy-local",
+        "envoy-local-1",
+    }
     sweep.send_signal(signum)
     _assert_stopped_cleanly(sweep, started, signum)
     summary = _summary(tmp_path)
     assert summary["status"] == "interrupted" and signal.Signals(signum).name in summary["reason"]
     assert summary["configs"][0]["status"] == "running" and summary["configs"][0]["steps"]
+    assert len(summary["configs"][0]["steps"][0]["pods"]) == 2
 
 
 @pytest.mark.slow

@@ -252,12 +252,6 @@ class FakeMetrics:
         self._query()
         return {}
 
-    def throttled_share(self, selector: Selector, start: float, end: float) -> float | None:
-        self._query()
-        seconds = self.timeline.window(start, end)
-        limit = self.timeline.envoy.limit_cores
-        return sum(1 for _, c, _ in seconds if c >= 0.97 * limit) / len(seconds) if seconds else None
-
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
         self._query()
         seconds = self.timeline.window(start, end)

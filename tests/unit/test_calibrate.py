@@ -52,3 +52,28 @@ def test_a_sweep_is_warned_only_when_its_workers_are_too_few():
     assert calibrate.provisioning_warning(scenario, plan_sweep(scenario)) is None
     lean = parse_scenario({"name": "t", "envoy": {"cpu": [3]}, "load": {"client": "lean"}})
     assert calibrate.provisioning_warning(lean, plan_sweep(lean)) is None  # no calibration for that client
+
+
+def test_a_closed_loop_rate_the_generator_held_down_is_not_taken_for_envoys_knee():
+    # through Envoy (1 core) the calibration's users reached 2,000 RPS with Envoy at 40%: 200 us of CPU per request.
+    # Its knee per core is 0.9 core over that, 4,500 RPS, not the 2,000 the users reached
+    scenario, _ = _calibration()
+    direct = make_step(0, users=32, rps=8000, utilization=0.0).model_copy(update={"generator_cpu_max": 0.8})
+    gateway = make_step(1, users=32, rps=2000, utilization=0.4)
+    result = calibrate.from_steps(scenario, direct, gateway, envoy_cpu=1.0)
+    assert result.envoy_cpu_per_request_us == pytest.approx(200)
+    assert result.knee_per_core == pytest.approx(4500)
+    assert result.generator_cpu_per_request_us == pytest.approx(1e6 * 2 * 0.8 / 8000)  # 200 us per request sent
+    # a fleet of 6 cores: 4,500 x 6 x 1.1 = 29,700 RPS; a worker sends 5,000 per core, 3,750 at 75% busy -> 8
+    assert result.workers_needed(6.0) == 8  # from the users' own rate it would have been ceil(13,200 / 3,750) = 4
+
+
+def test_workers_are_sized_for_the_largest_fleet_its_pods_limits_together():
+    _, result = _calibration()
+    calibrate.save(result)
+    fleets = parse_scenario(
+        {"name": "t", "envoy": {"cpu": [0.5, 1], "replicas": [1, 3]}, "load": {"workers": 2, "client": "fasthttp"}}
+    )
+    assert calibrate.largest_fleet_cores(fleets) == 3.0
+    warning = calibrate.provisioning_warning(fleets, plan_sweep(fleets))
+    assert warning is not None and "largest fleet (3 CPU)" in warning and "use WORKERS=9" in warning

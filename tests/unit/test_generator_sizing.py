@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -85,3 +86,15 @@ def test_more_workers_than_the_bound_is_refused_like_any_workers_value():
 
 def test_only_auto_is_auto():
     assert is_auto("auto") and is_auto(" Auto ") and not is_auto("4") and not is_auto(None) and not is_auto("")
+
+
+def test_auto_sizes_for_the_largest_fleet_from_envoys_cpu_per_request():
+    # the calibration's users reached 3,000 RPS through a 1-core Envoy at 50%: 167 us per request, 5,400 RPS per core
+    # at the knee; the largest fleet is 3 pods of 2 cores
+    measured = dataclasses.replace(HEAVY, envoy_rps=3000.0, envoy_rps_per_core=3000.0, envoy_cpu_per_request_us=500 / 3)
+    calibrate.save(measured)
+    fleets = Overrides(platform="kubernetes", client="fasthttp", envoy_cpus="1,2", envoy_replicas="1,3", workers="auto")
+    scenario, note = load_sized("local", fleets)
+    assert scenario.load.workers == math.ceil(5400 * 6 * 1.1 / (662 * 0.75)) == 72
+    assert note is not None and "the largest fleet, 3 pods x 2 CPU x 5,400 RPS per core at the knee" in note, note
+    assert "Envoy's 167 us of CPU per request" in note and "a worker's 1,511 us of CPU per request" in note
