@@ -233,19 +233,27 @@ class Metrics:
         self, template: str, selector: Selector, start: float, end: float, *, with_container: bool = False
     ) -> dict[str, list[float]]:
         """The rate of each series of a counter over the window, grouped by pod (a pod's listeners, or threads)."""
-        query = template.format(sel=selector.matchers(with_container=with_container), range=_duration(end - start))
         found: dict[str, list[float]] = {}
+        for pod, rate in self._series_rates(template, selector, start, end, with_container=with_container):
+            found.setdefault(pod, []).append(rate)
+        return found
+
+    def _series_rates(
+        self, template: str, selector: Selector, start: float, end: float, *, with_container: bool = False
+    ) -> list[tuple[str, float]]:
+        """Each series' pod and rate over the window, in Prometheus' order: from the counter's raw samples, as CPU
+        is (rate()'s extrapolation misjudges short windows and scrape gaps)."""
+        query = template.format(sel=selector.matchers(with_container=with_container), range=_duration(end - start))
+        found = []
         for series in self._query(query, end):
             stats = counter_window([(float(t), float(v)) for t, v in series.get("values", [])], MIN_SUBWINDOW_S)
             if stats is not None:
-                found.setdefault(series["metric"].get("pod", "?"), []).append(stats.mean)
+                found.append((series["metric"].get("pod", "?"), stats.mean))
         return found
 
     def cpu_cores_by_pod(self, selector: Selector, start: float, end: float) -> dict[str, float]:
         """Mean cores per pod over the window."""
-        samples = self._counter_samples(CPU_SAMPLES, selector, start, end)
-        found = {pod: counter_window(points, MIN_SUBWINDOW_S) for pod, points in samples.items()}
-        return {pod: stats.mean for pod, stats in found.items() if stats is not None}
+        return {pod: stats.mean for pod, stats in self._cpu_by_pod(selector, start, end, 0.0).items()}
 
     def envoy_rps(self, selector: Selector, start: float, end: float) -> float:
         """Requests per second Envoy's HTTP listeners accepted over the window."""
@@ -256,14 +264,8 @@ class Metrics:
         return self._envoy_rate(ENVOY_CONNECTIONS, selector, start, end)
 
     def _envoy_rate(self, template: str, selector: Selector, start: float, end: float) -> float:
-        """The summed rate of one of Envoy's counters over the window: from the counter's raw samples, as CPU
-        is (rate()'s extrapolation misjudges short windows and scrape gaps)."""
-        query = template.format(sel=selector.matchers(with_container=False), range=_duration(end - start))
-        rates = []
-        for series in self._query(query, end):
-            stats = counter_window([(float(t), float(v)) for t, v in series.get("values", [])], MIN_SUBWINDOW_S)
-            if stats is not None:
-                rates.append(stats.mean)
+        """The summed rate of one of Envoy's counters over the window (NaN: not scraped)."""
+        rates = [rate for _, rate in self._series_rates(template, selector, start, end)]
         return sum(rates) if rates else math.nan
 
     def memory_working_set_bytes(self, selector: Selector, start: float, end: float) -> float:

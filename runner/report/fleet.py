@@ -30,6 +30,11 @@ def _knee(knee: Knee | None) -> str:
     return f"{fmt.rps(knee.rps)} RPS ({fmt.knee_from(knee)})" if knee is not None else "no valid knee"
 
 
+def _one_pass(a: ConfigResult, b: ConfigResult | None) -> bool:
+    """The two were measured in one round together at most: no paired interval."""
+    return b is None or len({s.round for s in a.steps} & {s.round for s in b.steps}) <= 1
+
+
 def _estimate(value: float | None, estimate: Estimate | None, one_pass: bool) -> str:
     if estimate is not None:
         ci = fmt.interval(estimate.low, estimate.high)
@@ -76,18 +81,13 @@ class FleetRow:
         return fleet.rps / (self.pods * single.rps) if fleet is not None and single is not None else None
 
     @property
-    def one_pass(self) -> bool:
-        rounds = {s.round for s in self.config.steps} & {s.round for s in (self.single.steps if self.single else [])}
-        return len(rounds) <= 1
-
-    @property
     def efficiency_text(self) -> str:
         """ "0.97x (95% CI 0.93-1.01, paired over 3 rounds)", or why it has no interval, or why there is none."""
         if self.single is None:
             return "not measured: the run has no configuration of the same pod alone (add ENVOY_REPLICAS=1)"
         if self.efficiency_value is None:
             return "none: a knee is not valid"
-        return _estimate(self.efficiency_value, self.efficiency, self.one_pass)
+        return _estimate(self.efficiency_value, self.efficiency, _one_pass(self.config, self.single))
 
     @property
     def within_single(self) -> bool | None:
@@ -133,8 +133,7 @@ def _comparison_text(pair: FleetComparison) -> str:
     value = pair.value
     if value is None:
         return f"{_pods(pair.many)} against {_pods(pair.one)}: no valid knee in both"
-    one_pass = len({s.round for s in pair.many.steps} & {s.round for s in pair.one.steps}) <= 1
-    figure = _estimate(value, pair.ratio, one_pass)
+    figure = _estimate(value, pair.ratio, _one_pass(pair.many, pair.one))
     return f"{_pods(pair.many)} serve {figure} what {_pods(pair.one)} serves"
 
 

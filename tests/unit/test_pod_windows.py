@@ -64,15 +64,17 @@ def test_three_pods_at_30_percent_each_is_a_30_percent_window_not_90():
     assert [p.cpu_utilization_mean for p in step.pods] == pytest.approx([0.30, 0.30, 0.30])
 
 
-def test_recorded_three_pods_near_30_percent_each_read_as_their_busiest_pod():
+def test_recorded_three_pods_near_30_percent_read_as_their_busiest_pod_not_their_sum():
     for step in _steps("three-pods"):
         pods = [p.cpu_utilization_mean for p in step.pods]
         assert len(pods) == 3 and step.cpu_utilization_mean == max(pods)
         assert step.envoy_cpu_cores / LIMIT == pytest.approx(sum(pods), rel=1e-9)  # what the summed reading was
         assert step.cpu_utilization_mean < 0.5 * step.envoy_cpu_cores / LIMIT
-    near = min(_steps("three-pods"), key=lambda s: max(abs(p.cpu_utilization_mean - 0.3) for p in s.pods))
-    assert all(0.22 <= p.cpu_utilization_mean <= 0.38 for p in near.pods), near.pods
-    assert near.cpu_utilization_mean <= 0.38 and near.envoy_cpu_cores / LIMIT >= 0.7  # 30%, where the sum said 90%
+    # the busiest recorded: three pods at 19%, 30% and 28% of their limits (the kernel spread 46 connections
+    # unevenly), 77% of one pod's limit summed: a 30% window
+    busiest = max(_steps("three-pods"), key=lambda s: s.envoy_cpu_cores)
+    assert all(0.1 <= p.cpu_utilization_mean <= 0.35 for p in busiest.pods), busiest.pods
+    assert busiest.cpu_utilization_mean <= 0.35 and busiest.envoy_cpu_cores / LIMIT >= 0.7
 
 
 def test_one_pod_windows_read_exactly_what_main_read_from_the_same_answers():
@@ -95,7 +97,9 @@ def test_the_fleet_knee_is_where_its_busiest_pod_crosses_the_summed_reading_stop
     knee = find_knee(steps, THRESHOLD).knee
     summed = find_knee([_summed(s) for s in steps], THRESHOLD).knee
     assert knee is not None and summed is not None
-    assert 0.4 <= summed.rps / knee.rps <= 0.65, (summed.rps, knee.rps)  # both pods near 45% when the sum read 90%
+    # both pods near 45% when the sum read 90%, and Envoy's CPU per request falls with load: half the fleet's load or
+    # less (recorded: 576 RPS against 1,422, 0.41)
+    assert 0.3 <= summed.rps / knee.rps <= 0.6, (summed.rps, knee.rps)
     busiest = [s for s in steps if s.cpu_utilization_mean >= THRESHOLD]
     assert busiest and min(s.rps for s in busiest) >= knee.rps * 0.9  # the windows at the threshold lie past the knee
 
