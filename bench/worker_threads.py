@@ -2,8 +2,9 @@
 
 One Envoy pod on the local test bed (isolated on its own CPU as the local platform runs it), restarted with each
 thread count in turn, in shuffled passes; in each pass and for each count, windows at a few offered rates (shares
-of the knee a probe window estimates), measured by the sweep's own meter (Prometheus, Locust's lean users), each
-pod's worker threads read from /proc. A power law through a pass's windows gives that count's knee in that pass.
+of the first count's knee, located first by windows RAMP apart until one reaches the threshold), measured by the
+sweep's own meter (Prometheus, Locust's lean users), each pod's worker threads read from /proc. The sweep's knee
+(runner.knee: a power law through the windows near the threshold) gives that count's knee in that pass.
 
 It prints, per thread count: the knee (median over the passes and its spread), Envoy's CPU per request and p99 at
 each rate, the share of CFS periods throttled and the hottest worker thread over the mean; then the ratio of the
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from _runs import TINY, LocalTestbed, Ports
 
-from runner.curve import power_fit
+from runner.knee import find_knee
 from runner.locust import LocustOptions
 from runner.measure import StepMeter
 from runner.metrics import Metrics
@@ -39,6 +40,8 @@ from runner.platforms.local.testbed import LocustSetup
 LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
 THRESHOLD = 0.9
 PROBE_RPS_PER_CORE = 1200  # a first window well under any knee seen on a 2-core VM (the probe reads the cost there)
+RAMP = 1.3  # the locating windows' offered rates grow by this much ...
+MAX_LOCATE = 10  # ... for at most this many windows
 USER_RPS = 10.0  # each lean user paced at this rate: many connections, spread over the worker threads
 SETTLE_S = 3
 
@@ -55,9 +58,20 @@ def _window(testbed: LocalTestbed, meter: StepMeter, options: LocustOptions, rat
         locust.stop()
 
 
+def _locate(testbed: LocalTestbed, meter: StepMeter, options: LocustOptions, rate: float, seconds: int) -> float:
+    """The knee of the running Envoy, from windows RAMP apart from `rate` up to the first at the threshold."""
+    steps: list[Step] = []
+    while len(steps) < MAX_LOCATE and (not steps or steps[-1].cpu_utilization_mean < THRESHOLD):
+        steps.append(_window(testbed, meter, options, rate * RAMP ** len(steps), seconds))
+        print(f"locate: {steps[-1].rps:,.0f} RPS at {steps[-1].cpu_utilization_mean:.0%}", flush=True)
+    knee = _knee(steps)
+    return knee if knee is not None else steps[-1].rps
+
+
 def _knee(steps: list[Step]) -> float | None:
-    fit = power_fit([(s.rps, s.cpu_utilization_mean) for s in steps if 0 < s.cpu_utilization_mean < 0.98])
-    return fit.rps_at(THRESHOLD) if fit is not None and fit.exponent > 0 else None
+    """The sweep's knee of these windows (its fit, or interpolated between the two either side), None without one."""
+    knee = find_knee([s.model_copy(update={"index": i}) for i, s in enumerate(steps)], THRESHOLD).knee
+    return knee.rps if knee is not None else None
 
 
 def _spread(values: list[float]) -> str:
@@ -74,7 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=float, default=0.5, help="Envoy's CPU limit, cores")
     parser.add_argument("--threads", default="1,4", help="worker thread counts (--concurrency), the first the base")
-    parser.add_argument("--shares", default="0.5,0.7,0.85,0.95", help="offered rates as shares of the probe's knee")
+    parser.add_argument("--shares", default="0.6,0.75,0.9,1.0,1.1", help="offered rates as shares of the first knee")
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=8, help="each window's length")
     parser.add_argument("--seed", type=int, default=1)
@@ -84,7 +98,7 @@ def main() -> None:
     placement = place(args.limit, isolate=True)
     tiny = " (tiny)" if TINY else ""
     print(f"Envoy {args.limit:g} CPU, {placement.note}; threads {counts}; {args.passes} passes of {args.seconds} s")
-    print(f"windows at {shares} of the probe's knee{tiny}")
+    print(f"windows at {shares} of the first count's knee{tiny}")
     workdir = Path(tempfile.mkdtemp(prefix="worker-threads-"))
     testbed_id = f"bench-threads-{random.randrange(10**6)}"
     testbed = LocalTestbed(workdir=workdir, ports=Ports.free(), testbed_id=testbed_id, placement=placement)
@@ -99,9 +113,8 @@ def main() -> None:
         metrics = Metrics(testbed.prometheus_url)
         meter = StepMeter(locust=locust, metrics=metrics, selectors=SELECTORS, envoy_cpu_limit_cores=args.limit)
         testbed.start_envoy(args.limit, 256 * 2**20, counts[0])
-        probe = _window(testbed, meter, options, PROBE_RPS_PER_CORE * args.limit, args.seconds)
-        estimate = probe.rps * (THRESHOLD / max(probe.cpu_utilization_mean, 0.05))
-        print(f"probe: {probe.rps:,.0f} RPS at {probe.cpu_utilization_mean:.0%}: knee about {estimate:,.0f} RPS")
+        estimate = _locate(testbed, meter, options, PROBE_RPS_PER_CORE * args.limit, args.seconds)
+        print(f"{counts[0]} thread(s): knee about {estimate:,.0f} RPS, the rates' base")
         for number in range(1, args.passes + 1):
             order = draw.sample(counts, len(counts))
             for threads in order:
@@ -126,7 +139,7 @@ def main() -> None:
             throttled = statistics.median([s.throttled_share or 0.0 for s in steps] or [0.0])
             hottest = statistics.median([p.worker_spread for s in steps for p in s.pods if p.worker_spread] or [1.0])
             print(
-                f"  at {share:.2f} of the probe's knee: {cost} us per request, p99 {p99} ms, "
+                f"  at {share:.2f} of the first count's knee: {cost} us per request, p99 {p99} ms, "
                 f"throttled {throttled:.0%}, hottest worker {hottest:.2f}x the mean"
             )
     base = counts[0]

@@ -108,7 +108,7 @@ class FleetRow:
             return f"one pod's knee ({fmt.rps(single.rps)} RPS) has no interval to hold the knee per pod against."
         span = fmt.interval(*single.interval)
         if self.within_single:
-            return f"the knee per pod lies inside one pod's interval ({span} RPS): the pods did not slow each other."
+            return f"the knee per pod lies inside one pod's interval ({span} RPS): no sign the pods slowed each other."
         cost = self.threshold * self.config.envoy.cpu_cores * 1e6
         side = "below" if knee.rps < single.interval[0] else "above"
         where = f"; the pods shared CPU {self.shared_cpus} on this machine" if self.shared_cpus else ""

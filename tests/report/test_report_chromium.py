@@ -99,8 +99,11 @@ SECTIONS = """JSON.stringify((() => {
               ...box(f.querySelector('img'))})),
             text: s.innerText}; };
   const main = document.querySelector('main'), pad = parseFloat(getComputedStyle(main).paddingLeft) * 2;
+  const fleet = document.getElementById('fleet-headline');
   return {profiles: section('profiles'), memory: section('memory'), plots: section('plots'),
-          sizing: section('sizing'), page: main.clientWidth - pad};
+          sizing: section('sizing'), fleet: section('fleet'), page: main.clientWidth - pad,
+          fleetHeadline: fleet && {text: fleet.textContent, bottom: fleet.getBoundingClientRect().bottom + scrollY,
+                                   viewport: innerHeight, ...box(fleet)}};
 })())"""
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -117,7 +120,7 @@ def _sections(tmp_path: Path, run: str) -> dict:
         SCREENSHOT_COPIES.mkdir(exist_ok=True)
         (SCREENSHOT_COPIES / f"{run}-fullpage.png").write_bytes(chromium.screenshot(full_page=True))
     assert errors == [], errors
-    for section in (s for s in page.values() if isinstance(s, dict)):
+    for section in (s for s in page.values() if isinstance(s, dict) and "tables" in s):
         for name, table in section["tables"].items():
             assert table["shown"] and table["width"] > 400 and table["rows"] >= 2, table
             assert table["width"] <= page["page"] + 1, (name, table["width"], page["page"])  # no column cut off
@@ -155,3 +158,14 @@ def test_the_contour_route_figures_show_with_their_plot_in_chromium(tmp_path: Pa
     assert all(r[6].endswith(" s") and r[7].endswith(" s") for r in rows[1:]), rows  # p50, p99 where routes were added
     assert "memory_route_programming" in [i["id"] for i in memory["images"]]
     assert "Route programming: p50 " in memory["text"]
+
+
+@pytest.mark.slow
+def test_a_fleet_runs_report_names_the_fleet_on_its_first_screen_in_chromium(tmp_path: Path):
+    page = _sections(tmp_path, "local-fleet")
+    headline = page["fleetHeadline"]
+    assert headline["text"].startswith("Fleet: 2 pods of 250m (1 worker thread each): knee per pod"), headline
+    assert "fleet knee" in headline["text"] and "scale-out efficiency" in headline["text"]
+    assert headline["shown"] and headline["bottom"] < headline["viewport"]  # on the first screen
+    rows = page["fleet"]["tables"]["fleet-table"]["cells"]
+    assert [r[:3] for r in rows] == [["250m", "2", "1"]], rows  # CPU per pod, pods, worker threads per pod

@@ -38,11 +38,12 @@ def _pod(name: str, utilization: float, rps: float, **fields: object) -> PodWind
 @pytest.mark.parametrize("run", sorted(p.name for p in DATA.iterdir() if (p / "summary.json").exists()))
 def test_on_every_recorded_run_the_knee_per_pod_of_one_pod_is_the_knee_exactly(run: str):
     for config in load_summary(DATA / run).configs:
-        if not config.steps:
+        if not config.steps or config.envoy.replicas > 1:
             continue
-        assert pod_steps(config.steps) == config.steps  # windows saved before per-pod windows stand for their pod
+        if not any(s.pods for s in config.steps):  # windows saved before per-pod windows stand for their pod
+            assert pod_steps(config.steps) == config.steps
         found, outcome = pod_knee(config.steps, 0.9)
-        assert outcome == find_knee(config.steps, 0.9)
+        assert outcome.knee == find_knee(config.steps, 0.9).knee
         if found is not None:
             assert found.pods == 1 and found.knee == outcome.knee and found.imbalance in (1.0, None)
 
