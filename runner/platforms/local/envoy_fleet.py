@@ -93,7 +93,7 @@ class LocalEnvoyFleet:
         for index in range(replicas):
             if index not in self.running:
                 self._start_pod(index, spec)
-        self._publish_targets()
+        self.publish_targets()
 
     def _layout(self, index: int, spec: EnvoySpec) -> envoy.EnvoyLayout:
         if index == 0:
@@ -146,9 +146,9 @@ class LocalEnvoyFleet:
     def forget(self) -> None:
         """The test bed stopped every process: nothing of the fleet runs any more."""
         self.running.clear()
-        self._publish_targets()
 
-    def _publish_targets(self) -> None:
+    def publish_targets(self) -> None:
+        """Write the running pods' admin endpoints into the scrape targets file."""
         if self.targets_file is not None:
             ports = {envoy_pod(i): self.admin_ports[i] for i in sorted(self.running)}
             write_atomic(self.targets_file, json.dumps(scrape_targets(ports), indent=1))

@@ -154,7 +154,7 @@ class LocalTestbed:
         self._publish()
         self._start_exporter()
         assert self.envoy.targets_file is not None
-        self.envoy.forget()  # the targets file, with the pods that run (none yet)
+        self.envoy.publish_targets()  # the pods that run (usually none yet)
         targets = prometheus.ScrapeTargets(self.ports.exporter, self.envoy.targets_file, self.scrape_interval_s)
         prometheus.write_config(targets, self.workdir / "prometheus.yml")
         self._tsdb = Path(tempfile.mkdtemp(prefix=TSDB_PREFIX))
@@ -314,7 +314,7 @@ class LocalTestbed:
         finally:
             self.cgroups.remove_tree(self.testbed_id)
             self.containers.clear()
-            self.envoy.running.clear()
+            self.envoy.forget()
             if self._tsdb is not None:
                 shutil.rmtree(self._tsdb, ignore_errors=True)
                 self._tsdb = None
