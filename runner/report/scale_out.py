@@ -7,14 +7,17 @@ utilization over the pods, so the busiest pod reaches the knee's utilization whi
 less. A fleet of N pods of per-pod rate k serves N x k x E, and is sized so; E's interval widens the replicas'.
 
 A run that measured one pod per configuration measured neither: sizing then assumes E = 1 and an even spread
-(exactly true of one pod), and says so wherever it uses them.
+(exactly true of one pod), and says so wherever it uses them. A run that measured a fleet beside the same pod
+alone (ENVOY_REPLICAS=1,2) measured both (runner.fleet), E paired round by round with its interval.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.fleet import scale_out, twin
 from runner.model import RunSummary
+from runner.report import formatting as fmt
 from runner.report.series import Series
 
 __all__ = ["ASSUMED", "ScaleOut", "scale_out_of"]
@@ -62,17 +65,36 @@ ASSUMED = ScaleOut(
 
 
 def scale_out_of(summary: RunSummary, series: Series) -> ScaleOut:
-    """What the run measured of how pods add up at the series' limits; the assumption where it measured none.
-    Runs measure one pod per configuration until the per-pod figures land (issue 30, item 1)."""
-    del series  # the per-pod figures will be read at the series' limits
+    """What the run measured of how pods add up at the series' limits (runner.fleet: the fleet of the most pods
+    beside its one pod at a measured limit, the largest such limit first); the assumption where it measured none."""
     pods = {config.envoy.replicas for config in summary.configs}
     if pods <= {1}:
         return ASSUMED
+    for rate in reversed(series.rates):
+        single = rate.config
+        fleets = [c for c in summary.configs if c.envoy.replicas > 1 and twin(c, [single], replicas=1) is single]
+        fleet = max((c for c in fleets if c.valid_knee is not None), key=lambda c: c.envoy.replicas, default=None)
+        if fleet is None or fleet.valid_knee is None or single.valid_knee is None:
+            continue
+        estimate = scale_out(fleet, single, summary.threshold)
+        count = fleet.envoy.replicas
+        value = estimate.value if estimate else fleet.valid_knee.rps / (count * single.valid_knee.rps)
+        found = fleet.valid_pod_knee
+        how = f"paired over {estimate.rounds} rounds" if estimate else "no interval: fewer than 3 rounds in common"
+        return ScaleOut(
+            efficiency=value,
+            interval=(estimate.low, estimate.high) if estimate else None,
+            replicas=count,
+            imbalance=found.imbalance if found is not None and found.imbalance else 1.0,
+            measured=True,
+            why=f"{count} pods of {fmt.cpu(single.envoy.cpu_cores)} against one, {how}",
+        )
     return ScaleOut(
         efficiency=1.0,
         interval=None,
         replicas=None,
         imbalance=1.0,
         measured=False,
-        why=f"the run ran {', '.join(str(p) for p in sorted(pods))} pods, but without per-pod figures: assumed",
+        why=f"the run ran {', '.join(str(p) for p in sorted(pods))} pods, but no fleet with a valid knee beside the "
+        "same pod alone at a limit sizing reads: assumed",
     )

@@ -9,7 +9,10 @@ from runner.report import formatting as fmt
 from runner.report.fleet import build_fleet
 from runner.report.markdown import render_markdown
 from runner.report.model import build_report
+from runner.report.scale_out import scale_out_of
+from runner.report.series import build_series
 from runner.results import load_summary
+from support.processes import run_sizer
 from support.report_data import DATA
 
 RUN = DATA / "local-fleet"
@@ -51,3 +54,20 @@ def test_the_knee_per_pod_of_two_pods_is_checked_against_one_pods_interval():
         assert step.cpu_utilization_mean == max(p.cpu_utilization_mean for p in step.pods)
         assert all(p.cpu_utilization_max <= 1.03 for p in step.pods)
         assert all(p.worker_threads == 1 for p in step.pods)
+
+
+def test_recommend_sizes_pods_with_the_scale_out_and_imbalance_the_run_measured():
+    summary = load_summary(RUN)
+    fleet = next(c for c in summary.configs if c.envoy.replicas == 2)
+    single = twin(fleet, summary.configs, replicas=1)
+    assert single is not None and fleet.valid_pod_knee is not None
+    estimate = scale_out(fleet, single, summary.threshold)
+    assert estimate is not None
+    measured = scale_out_of(summary, build_series(summary))  # type: ignore[arg-type]
+    assert measured.measured and measured.replicas == 2
+    assert (measured.efficiency, measured.interval) == (estimate.value, (estimate.low, estimate.high))
+    assert measured.imbalance == fleet.valid_pod_knee.imbalance
+    result = run_sizer("recommend", "--target-rps", "5000", "--run", str(RUN))
+    assert result.returncode == 0, result.stderr
+    assert f"scale-out:   {measured.text}" in result.stdout
+    assert "measured at 2 pods against one" in result.stdout
