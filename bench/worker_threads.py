@@ -126,7 +126,8 @@ def main() -> None:
                 if knee is not None:
                     knees[threads][number] = knee
                 read = "; ".join(f"{s.rps:,.0f} RPS {s.cpu_utilization_mean:.0%}" for s in steps)
-                print(f"pass {number}, {threads} thread(s): knee {knee or 0:,.0f}; {read}", flush=True)
+                knee_text = f"{knee:,.0f}" if knee is not None else "none (its windows place no knee)"
+                print(f"pass {number}, {threads} thread(s): knee {knee_text}; {read}", flush=True)
     finally:
         testbed.stop()
     print(f"\nmedians over {args.passes} passes (range, +- half of it over the median):")
