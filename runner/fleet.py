@@ -22,7 +22,16 @@ from runner.figures import knee_ratio
 from runner.knee import FIT_FLOOR, KneeResult, find_knee, fit_windows
 from runner.model import ConfigResult, PodKnee, Step
 
-__all__ = ["FleetComparison", "bigger_pods", "imbalance", "pod_knee", "pod_steps", "scale_out", "twin"]
+__all__ = [
+    "FleetComparison",
+    "bigger_pods",
+    "imbalance",
+    "pod_knee",
+    "pod_knee_ratio",
+    "pod_steps",
+    "scale_out",
+    "twin",
+]
 
 
 def pod_steps(steps: Sequence[Step]) -> list[Step]:
@@ -96,6 +105,17 @@ def twin(config: ConfigResult, configs: Sequence[ConfigResult], *, replicas: int
         ),
         None,
     )
+
+
+def pod_knee_ratio(fleet: ConfigResult, single: ConfigResult, threshold: float) -> Estimate | None:
+    """The knee per pod of `fleet` over that of `single` (for one pod, its knee), paired round by round over the pods'
+    own windows (runner.figures.knee_ratio); None as for knee_ratio, or without a knee per pod."""
+    if fleet.pod_knee is None:
+        return None
+    single_knee = single.pod_knee.knee if single.pod_knee is not None else single.knee
+    pods = fleet.model_copy(update={"steps": pod_steps(fleet.steps), "knee": fleet.pod_knee.knee})
+    alone = single.model_copy(update={"steps": pod_steps(single.steps), "knee": single_knee})
+    return knee_ratio(pods, alone, threshold)
 
 
 def scale_out(fleet: ConfigResult, single: ConfigResult, threshold: float) -> Estimate | None:

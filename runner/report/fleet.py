@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runner.curve import Estimate
-from runner.fleet import FleetComparison, bigger_pods, scale_out, twin
+from runner.fleet import FleetComparison, bigger_pods, pod_knee_ratio, scale_out, twin
 from runner.model import ConfigResult, Environment, Knee, RunSummary
 from runner.report import formatting as fmt
 
@@ -53,6 +53,7 @@ class FleetRow:
     efficiency: Estimate | None  # paired round by round (None: no interval)
     threshold: float
     shared_cpus: str | None = None  # the CPUs Envoy's pods shared on this machine (local platform), if known
+    pod_ratio: Estimate | None = None  # knee per pod / one pod's knee, paired round by round (None: no interval)
 
     @property
     def pods(self) -> int:
@@ -99,23 +100,31 @@ class FleetRow:
 
     @property
     def consistency(self) -> str:
-        """Whether a pod of the fleet reached the threshold where the same pod alone did, and if not, by how much
-        its CPU per request at the threshold moved (a knee per pod is the threshold's CPU over that cost)."""
+        """Whether a pod of the fleet reached the threshold where the same pod alone did: its knee per pod against one
+        pod's interval, and paired round by round; where the pairing says it moved, by how much its CPU per request
+        at the threshold moved (a knee per pod is the threshold's CPU over that cost)."""
         knee, single = self.pod_knee, self.single_knee
         if knee is None or single is None:
             return ""
         if single.interval is None:
-            return f"one pod's knee ({fmt.rps(single.rps)} RPS) has no interval to hold the knee per pod against."
-        span = fmt.interval(*single.interval)
-        if self.within_single:
-            return f"the knee per pod lies inside one pod's interval ({span} RPS): no sign the pods slowed each other."
+            where = f"one pod's knee ({fmt.rps(single.rps)} RPS) has no interval to hold the knee per pod against"
+        else:
+            side = "inside" if self.within_single else "below" if knee.rps < single.interval[0] else "above"
+            where = f"the knee per pod lies {side} one pod's interval ({fmt.interval(*single.interval)} RPS)"
+        paired = self.pod_ratio
+        if paired is not None:
+            ci = fmt.interval(paired.low, paired.high)
+            where += f"; paired round by round it is {fmt.times(paired.value)} one pod's knee (95% CI {ci})"
+            moved = paired.high < 1 or paired.low > 1
+        else:
+            moved = self.within_single is False
+        if not moved:
+            return f"{where}: no sign the pods slowed each other."
         cost = self.threshold * self.config.envoy.cpu_cores * 1e6
-        side = "below" if knee.rps < single.interval[0] else "above"
-        where = f"; the pods shared CPU {self.shared_cpus} on this machine" if self.shared_cpus else ""
+        shared = f"; the pods shared CPU {self.shared_cpus} on this machine" if self.shared_cpus else ""
         return (
-            f"the knee per pod lies {side} one pod's interval ({span} RPS): at the threshold each pod of the fleet "
-            f"spent {fmt.microseconds(cost / knee.rps)} of CPU per request, one pod alone "
-            f"{fmt.microseconds(cost / single.rps)}{where}."
+            f"{where}: at the threshold each pod of the fleet spent {fmt.microseconds(cost / knee.rps)} of CPU per "
+            f"request, one pod alone {fmt.microseconds(cost / single.rps)}{shared}."
         )
 
     @property
@@ -177,5 +186,6 @@ def build_fleet(summary: RunSummary, configs: Sequence[ConfigResult] | None = No
     for config in fleets:
         single = twin(config, measured, replicas=1)
         efficiency = scale_out(config, single, threshold) if single is not None else None
-        rows.append(FleetRow(config, single, efficiency, threshold, _shared_cpus(summary.environment)))
+        paired = pod_knee_ratio(config, single, threshold) if single is not None else None
+        rows.append(FleetRow(config, single, efficiency, threshold, _shared_cpus(summary.environment), paired))
     return FleetSection(tuple(rows), tuple(bigger_pods(measured, threshold)))

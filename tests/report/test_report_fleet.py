@@ -71,3 +71,35 @@ def test_recommend_sizes_pods_with_the_scale_out_and_imbalance_the_run_measured(
     assert result.returncode == 0, result.stderr
     assert f"scale-out:   {measured.text}" in result.stdout
     assert "measured at 2 pods against one" in result.stdout
+
+
+FLEETS = DATA / "local-fleets"  # make sweep ENVOY_CPUS=0.25,0.5 ENVOY_REPLICAS=1,2, 5 rounds, 2026-11-27
+
+
+def test_two_small_pods_against_one_pod_of_both_their_cores_is_paired_round_by_round():
+    summary = load_summary(FLEETS)
+    section = build_fleet(summary)
+    assert section is not None
+    [pair] = section.comparisons
+    assert (pair.many.envoy.cpu_cores, pair.many.envoy.replicas) == (0.25, 2)
+    assert (pair.one.envoy.cpu_cores, pair.one.envoy.replicas) == (0.5, 1)
+    assert pair.ratio is not None and pair.ratio.rounds == 5
+    ci = fmt.interval(pair.ratio.low, pair.ratio.high)
+    text = (
+        f"2 pods of 250m (1 worker thread each) serve {fmt.times(pair.ratio.value)} (95% CI {ci}, paired over 5 rounds)"
+    )
+    assert text in build_report(summary).headline.fleet
+
+
+def test_pods_that_slowed_each_other_are_said_so_with_each_ones_cpu_per_request():
+    summary = load_summary(FLEETS)
+    section = build_fleet(summary)
+    assert section is not None
+    small = next(r for r in section.rows if r.config.envoy.cpu_cores == 0.25)
+    assert small.pod_ratio is not None and small.pod_knee is not None and small.single_knee is not None
+    # paired round by round the knee per pod of two 250m pods lies below one pod's alone (recorded: 0.80x, 0.64-0.99)
+    assert small.pod_ratio.high < 1
+    cost = summary.threshold * 0.25 * 1e6
+    each, alone = fmt.microseconds(cost / small.pod_knee.rps), fmt.microseconds(cost / small.single_knee.rps)
+    assert f"each pod of the fleet spent {each} of CPU per request, one pod alone {alone}" in small.consistency
+    assert "the pods shared CPU 1 on this machine" in small.consistency
