@@ -1,11 +1,11 @@
 """The measurement model, one set of types from the meter to the report.
 
-A `Step` is what one measuring window saw; a `ConfigResult` holds a configuration's steps, its knee and
-capacity and its verdict; a `MemoryResult` holds the memory model's points (their types live in
-runner.memory_model; runner.records says how every record saves and loads); a `RunSummary` is a whole run, as saved in
-summary.json. The engine writes these types and the report reads the same ones back. Pure data:
-this module imports pydantic (and the traffic profile, itself pure data) and nothing of the Prometheus,
-Locust or Kubernetes stacks.
+A `Step` is what one measuring window saw (each Envoy pod's part: runner.pod_window); a `ConfigResult` holds a
+configuration's steps, its knee and knee per pod (runner.knee_model), capacity and its verdict; a `MemoryResult`
+holds the memory model's points (their types live in runner.memory_model; runner.records says how every record
+saves and loads); a `RunSummary` is a whole run, as saved in summary.json. The engine writes these types and the
+report reads the same ones back. Pure data: this module imports pydantic (and the traffic profile, itself pure
+data) and nothing of the Prometheus, Locust or Kubernetes stacks.
 
 Runs saved by earlier versions still load: fields added since have defaults, and renamed ones keep their
 saved names as aliases (`envoy.cpu` is `EnvoyResources.cpu_cores`).
@@ -17,6 +17,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
+
+# The knee's records, imported from here as well as from runner.knee_model
+from runner.knee_model import PLATEAU_EXPONENT as PLATEAU_EXPONENT
+from runner.knee_model import Knee as Knee
+from runner.knee_model import PodKnee as PodKnee
 
 # The memory model's types, imported from here as well as from runner.memory_model
 from runner.memory_model import MemoryPoint as MemoryPoint
@@ -37,7 +42,6 @@ Regime = Literal["steady", "throttled"]
 # more CPU per request at the same rate. Under Locust's Poisson users windows at 90-95% had 19-41% throttled
 # at an ordinary cost: the regime says where Envoy works against its quota, not that a window is wrong.
 THROTTLED_REGIME = 0.15
-PLATEAU_EXPONENT = 0.35  # utilization ~ RPS^b with b below this: flat near the threshold, not a sharp knee
 # How arrivals were spaced when a run did not say (runs saved before arrival models were named).
 LEGACY_ARRIVALS = "synchronized"
 
@@ -145,59 +149,6 @@ class Step(Frozen):
     def connections_per_request(self) -> float | None:
         """New connections Envoy accepted per request it served (1.0 when every request opens one)."""
         return self.envoy_cx_rate / self.envoy_rps if self.envoy_cx_rate is not None and self.envoy_rps > 0 else None
-
-
-class Knee(Frozen):
-    """The RPS at which Envoy's CPU reaches the threshold, with its 95% confidence interval: of a fleet of
-    several pods, the fleet's RPS when its busiest pod reaches it.
-
-    `method` says how it was found: `rounds` (a power law of utilization against RPS with one exponent and
-    an intercept per round; the interval from the scatter between `rounds` rounds, so the machine's drift
-    during the run is inside it), `power-fit` (one power law over the windows around the threshold, its
-    interval from their scatter in one pass) or `interpolated` (between the two bracketing windows, when too
-    few windows allow a fit; no interval then). `windows` is how many windows the estimate rests on;
-    `exponent` is the fit's (utilization grows as RPS^exponent).
-    """
-
-    rps: float
-    low: float | None = None
-    high: float | None = None
-    users: float | None = None
-    method: str = "interpolated"
-    windows: int = 2
-    exponent: float | None = None  # of the power law utilization ~ RPS^exponent (below 1: cost falls)
-    rounds: int | None = None  # rounds whose scatter gave the interval (method `rounds`)
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return (self.low, self.high) if self.low is not None and self.high is not None else None
-
-    def per_core(self, cores: float) -> float:
-        """Knee RPS per core of a CPU limit of `cores`."""
-        return self.rps / cores
-
-    @property
-    def plateau(self) -> bool:
-        """Utilization flat near the threshold (the fit's exponent below PLATEAU_EXPONENT): not a sharp knee."""
-        return self.exponent is not None and self.exponent < PLATEAU_EXPONENT
-
-    @property
-    def half_width(self) -> float | None:
-        """The interval's larger side as a share of the knee (0.03 = +-3%), None without an interval."""
-        if self.low is None or self.high is None or self.rps <= 0:
-            return None
-        return max(self.rps - self.low, self.high - self.rps) / self.rps
-
-
-class PodKnee(Frozen):
-    """The knee per pod: the RPS one Envoy pod serves when its CPU reaches the threshold, fitted from every
-    pod's own windows as the fleet's knee is from the fleet's (with its interval the same way), beside the
-    fleet it was measured in: how many pods, and how unevenly they shared the load near the knee (the busiest
-    pod's RPS over the mean pod's, the median over those windows; 1.0 for one pod)."""
-
-    knee: Knee
-    pods: int
-    imbalance: float | None = None
 
 
 class Capacity(Frozen):
