@@ -3,6 +3,10 @@
 The same queries serve both platforms: cAdvisor's container metrics (published locally under the same
 names by the exporter) and Envoy's own `envoy_http_downstream_rq_total`. The client speaks Prometheus'
 HTTP API (`/api/v1/query`) directly, with a timeout and bounded retries on every call (runner.http).
+
+Per pod (Metrics.envoy_pods): every figure is grouped by the `pod` label and nothing else, so a platform gets per-pod
+windows once its Prometheus labels both Envoy's container series and its admin stats with the pod's name (the local
+test bed by its file of scrape targets, the one-machine cluster by relabelling `__meta_kubernetes_pod_name`).
 """
 
 from __future__ import annotations

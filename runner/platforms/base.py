@@ -181,11 +181,13 @@ class LocustPrometheusPlatform(Platform):
 
 
 def refuse_fleet(replicas: tuple[int, ...], platform: str) -> None:
-    """UsageError when a configuration asks for more Envoy pods than the platform measures one by one."""
+    """UsageError when a configuration asks for more Envoy pods than the platform sets up: the seam a platform
+    leaves until it runs a fleet (the metrics read every pod by its `pod` label on any platform: runner.metrics)."""
     if max(replicas) > 1:
         raise UsageError(
-            f"envoy.replicas {max(replicas)}: the {platform} platform measures one Envoy pod per configuration so far",
-            "set ENVOY_REPLICAS=1 (envoy.replicas: [1])",
+            f"envoy.replicas {max(replicas)}: the {platform} platform sizes one Envoy pod per configuration so far "
+            "(the local platform runs fleets)",
+            "set ENVOY_REPLICAS=1 (envoy.replicas: [1]), or sweep the fleet with PLATFORM=local",
         )
 
 
