@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,16 +18,14 @@ from runner.model import ConfigResult, RunSummary
 from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
 from support.knees import assert_knee_says_how_it_was_found, assert_windows_bracket_the_knee
-from support.processes import SIZER, alive, cgroup_tree, run_sizer
+from support.processes import run_sizer
+from support.scenarios import fixed_schedule_scenario
 from support.selection import nightly_selected
+from support.sweeps import assert_stopped_cleanly, latest_summary, start_sweep, wait_for_steps, wait_for_visits
 
 # A fixed schedule for the signal tests: one round, one window per level (about 6 s each), so a signal sent after a
 # configuration's first window lands while it still has LEVELS - 1 windows to go, whatever the machine's speed.
 LEVELS = [200, 600, 1000, 1500, 2200]
-
-
-def _summary(results: Path) -> dict:
-    return json.loads((results / "latest" / "summary.json").read_text())
 
 
 @dataclass(frozen=True)
@@ -49,11 +46,11 @@ def rounds_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     # Ctrl-C once round 1's second visit is under way: everything stops, every window is kept, and `--resume` ends
     # the run as an uninterrupted one ends
     rounds = 3 if nightly_selected(request) else 2
-    sweep = _start_sweep(tmp_path, _rounds_scenario(tmp_path, rounds))
-    started = _wait_for_visits(sweep, tmp_path, visits=2)  # round 1's second visit is under way
+    sweep = start_sweep(tmp_path, _rounds_scenario(tmp_path, rounds))
+    started = wait_for_visits(sweep, tmp_path, visits=2)  # round 1's second visit is under way
     sweep.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
-    _assert_stopped_cleanly(sweep, started, signal.SIGINT)
-    interrupted = _summary(tmp_path)
+    assert_stopped_cleanly(sweep, started, signal.SIGINT)
+    interrupted = latest_summary(tmp_path)
     run_dir = (tmp_path / "latest").resolve()
     resumed = run_sizer("sweep", "--resume", str(run_dir), "--free-ports", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -171,25 +168,6 @@ def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: fl
     assert not served_between, served_between  # the highest rate served is the capacity
 
 
-def _sweep_pids(testbed_id: str) -> list[int]:
-    pids = []
-    for top in cgroup_tree(testbed_id):
-        for procs in top.rglob("cgroup.procs"):
-            pids += [int(p) for p in procs.read_text().split()]
-    return pids
-
-
-def _fixed_schedule_scenario(tmp_path: Path, cpus: list[float], pods: int = 1) -> Path:
-    scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
-    scenario["name"] = "interrupt"
-    scenario["envoy"]["cpu"] = cpus
-    scenario["envoy"]["replicas"] = [pods]
-    scenario["load"].update(search="fixed", rps=LEVELS, step_seconds=3, warmup_seconds=2, settle_seconds=1, rounds=1)
-    path = tmp_path / "interrupt.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    return path
-
-
 def _rounds_scenario(tmp_path: Path, rounds: int) -> Path:
     """The default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and `rounds`,
     and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here). The
@@ -201,85 +179,23 @@ def _rounds_scenario(tmp_path: Path, rounds: int) -> Path:
     return path
 
 
-def _start_sweep(tmp_path: Path, scenario: Path, *, sigint_ignored: bool = False) -> subprocess.Popen:
-    command = [*SIZER, "sweep", "--scenario", str(scenario), "--free-ports"]
-    return subprocess.Popen(
-        [*command, "--results", str(tmp_path)],
-        cwd=PROJECT_ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # what `cmd &` in a script does to its child: SIGINT ignored, inherited through exec
-        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
-    )
-
-
-def _wait_for_steps(sweep: subprocess.Popen, results: Path, config: int, steps: int) -> list[int]:
-    """Wait until configuration `config` has `steps` steps saved; returns the test bed's pids seen."""
-    testbed_id = f"sweep-{sweep.pid}"
-    deadline = time.monotonic() + 300
-    started: list[int] = []
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        assert sweep.poll() is None, sweep.communicate()
-        started = _sweep_pids(testbed_id) or started
-        summary_path = results / "latest" / "summary.json"
-        if summary_path.exists():
-            configs = json.loads(summary_path.read_text())["configs"]
-            if len(configs) > config and len(configs[config]["steps"]) >= steps:
-                return started
-    pytest.fail(f"configuration {config + 1} did not measure {steps} step(s) in time")
-
-
-def _assert_stopped_cleanly(sweep: subprocess.Popen, started: list[int], signum: int) -> str:
-    _, stderr = sweep.communicate(timeout=60)
-    assert sweep.returncode == 128 + signum, stderr
-    assert "Traceback" not in stderr and f"interrupted by {signal.Signals(signum).name}" in stderr
-    assert len(started) >= 5  # Envoy, nginx, a Locust worker, the master, Prometheus, the exporter
-    assert not alive(started), f"left running after {signal.Signals(signum).name}: {alive(started)}"
-    assert not cgroup_tree(f"sweep-{sweep.pid}")
-    return stderr
-
-
-def _wait_for_visits(sweep: subprocess.Popen, results: Path, visits: int) -> list[int]:
-    """Wait until `visits` configurations have windows saved (the last one under way); returns the pids seen."""
-    testbed_id = f"sweep-{sweep.pid}"
-    deadline = time.monotonic() + 300
-    started: list[int] = []
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        assert sweep.poll() is None, sweep.communicate()
-        started = _sweep_pids(testbed_id) or started
-        summary_path = results / "latest" / "summary.json"
-        if summary_path.exists() and sum(1 for c in _summary(results)["configs"] if c["steps"]) >= visits:
-            return started
-    pytest.fail(f"{visits} configuration(s) did not measure a window in time")
-
-
 @pytest.mark.slow
 @pytest.mark.parallel_safe
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_a_sweep_as_ctrl_c_does(tmp_path: Path, signum: int):
-    # a fleet of two Envoy pods: each pod's process and cgroup goes with the rest
-    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15], pods=2))
-    started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)
-    assert {p.name for top in cgroup_tree(f"sweep-{sweep.pid}") for p in top.iterdir()} >= {
-        "envoy-local",
-        "envoy-local-1",
-    }
+    sweep = start_sweep(tmp_path, fixed_schedule_scenario(tmp_path, [0.15], LEVELS))
+    started = wait_for_steps(sweep, tmp_path, config=0, steps=1)
     sweep.send_signal(signum)
-    _assert_stopped_cleanly(sweep, started, signum)
-    summary = _summary(tmp_path)
+    assert_stopped_cleanly(sweep, started, signum)
+    summary = latest_summary(tmp_path)
     assert summary["status"] == "interrupted" and signal.Signals(signum).name in summary["reason"]
     assert summary["configs"][0]["status"] == "running" and summary["configs"][0]["steps"]
-    assert len(summary["configs"][0]["steps"][0]["pods"]) == 2
 
 
 @pytest.mark.slow
 @pytest.mark.parallel_safe
 def test_sigint_stops_a_sweep_started_in_the_background_of_a_script(tmp_path: Path):
-    sweep = _start_sweep(tmp_path, _fixed_schedule_scenario(tmp_path, [0.15]), sigint_ignored=True)
-    started = _wait_for_steps(sweep, tmp_path, config=0, steps=1)
+    sweep = start_sweep(tmp_path, fixed_schedule_scenario(tmp_path, [0.15], LEVELS), sigint_ignored=True)
+    started = wait_for_steps(sweep, tmp_path, config=0, steps=1)
     sweep.send_signal(signal.SIGINT)  # `kill -INT <runner>`: honoured although the runner inherited it ignored
-    _assert_stopped_cleanly(sweep, started, signal.SIGINT)
+    assert_stopped_cleanly(sweep, started, signal.SIGINT)

@@ -10,6 +10,7 @@ test says `from support.steps import make_step`; nothing edits sys.path.
 - examples: how many examples a property test draws
 - project: the project's folders, and the modules outside tests/ a test loads (bench/, locustfiles/)
 - scenarios: scenario files the local end-to-end tests write
+- sweeps: a sweep in the background: started, waited on, stopped by a signal, checked to leave nothing
 - lean_client, lean_driver: real servers for the lean client, and the gevent child that runs it
 - chromium: headless Chromium over the DevTools protocol
 - apiserver, k8s: a real kube-apiserver and etcd, and the objects and scenarios its tests build

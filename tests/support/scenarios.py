@@ -30,3 +30,15 @@ def memory_scenario(tmp_path: Path, **memory: object) -> Path:
     path = tmp_path / "memory-test.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path
+
+
+def fixed_schedule_scenario(tmp_path: Path, cpus: list[float], levels: list[int], *, replicas: int = 1) -> Path:
+    """The default local scenario on a fixed schedule of `levels` (RPS) at Envoy `cpus`, `replicas` pods each: one
+    round, one short window per level (about 6 s each)."""
+    scenario = yaml.safe_load((SCENARIO_DIR / "local.yaml").read_text())
+    scenario["name"] = "interrupt"
+    scenario["envoy"].update(cpu=cpus, replicas=[replicas])
+    scenario["load"].update(search="fixed", rps=levels, step_seconds=3, warmup_seconds=2, settle_seconds=1, rounds=1)
+    path = tmp_path / "interrupt.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path
