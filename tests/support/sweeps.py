@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,23 +49,25 @@ def start_sweep(results: Path, scenario: Path, *, sigint_ignored: bool = False) 
 
 def wait_for_steps(sweep: subprocess.Popen, results: Path, config: int, steps: int) -> list[int]:
     """Wait until configuration `config` has `steps` steps saved; returns the test bed's pids seen."""
-    testbed_id = f"sweep-{sweep.pid}"
-    deadline = time.monotonic() + WAIT_S
-    started: list[int] = []
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        assert sweep.poll() is None, sweep.communicate()
-        started = sweep_pids(testbed_id) or started
-        summary_path = results / "latest" / "summary.json"
-        if summary_path.exists():
-            configs = json.loads(summary_path.read_text())["configs"]
-            if len(configs) > config and len(configs[config]["steps"]) >= steps:
-                return started
-    pytest.fail(f"configuration {config + 1} did not measure {steps} step(s) in time")
+
+    def saved(configs: list[dict]) -> bool:
+        return len(configs) > config and len(configs[config]["steps"]) >= steps
+
+    return _wait_for(sweep, results, saved, f"configuration {config + 1} did not measure {steps} step(s) in time")
 
 
 def wait_for_visits(sweep: subprocess.Popen, results: Path, visits: int) -> list[int]:
     """Wait until `visits` configurations have windows saved (the last one under way); returns the pids seen."""
+
+    def saved(configs: list[dict]) -> bool:
+        return sum(1 for c in configs if c["steps"]) >= visits
+
+    return _wait_for(sweep, results, saved, f"{visits} configuration(s) did not measure a window in time")
+
+
+def _wait_for(sweep: subprocess.Popen, results: Path, saved: Callable[[list[dict]], bool], late: str) -> list[int]:
+    """Poll the run's summary.json until `saved(its configurations)`, the sweep still running; returns the test
+    bed's pids seen meanwhile; fails with `late` after WAIT_S."""
     testbed_id = f"sweep-{sweep.pid}"
     deadline = time.monotonic() + WAIT_S
     started: list[int] = []
@@ -73,9 +76,9 @@ def wait_for_visits(sweep: subprocess.Popen, results: Path, visits: int) -> list
         assert sweep.poll() is None, sweep.communicate()
         started = sweep_pids(testbed_id) or started
         summary_path = results / "latest" / "summary.json"
-        if summary_path.exists() and sum(1 for c in latest_summary(results)["configs"] if c["steps"]) >= visits:
+        if summary_path.exists() and saved(json.loads(summary_path.read_text())["configs"]):
             return started
-    pytest.fail(f"{visits} configuration(s) did not measure a window in time")
+    pytest.fail(late)
 
 
 def assert_stopped_cleanly(sweep: subprocess.Popen, started: list[int], signum: int) -> str:
