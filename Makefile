@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 # Sweep options as VARIABLE:--flag, in the order of the option table in runner/scenario/options.py (which
 # tests/unit/test_options.py checks this list against). Empty = the scenario's value.
 SWEEP_OPTIONS := SCENARIO:--scenario PLATFORM:--platform ENVOY_CPUS:--envoy-cpus ENVOY_MEMORY:--envoy-memory \
-	ENVOY_REPLICAS:--envoy-replicas NGINX_REPLICAS:--nginx-replicas WORKERS:--workers USERS:--users STEP_SECONDS:--step-seconds ROUNDS:--rounds MAX_ROUNDS:--max-rounds \
+	ENVOY_REPLICAS:--envoy-replicas ENVOY_THREADS:--envoy-threads NGINX_REPLICAS:--nginx-replicas WORKERS:--workers USERS:--users STEP_SECONDS:--step-seconds ROUNDS:--rounds MAX_ROUNDS:--max-rounds \
 	LATENCY_SLO_MS:--latency-slo-ms CLIENT:--client \
 	ARRIVALS:--arrivals PROFILES:--profiles CONNECTIONS:--connections ROUTES:--routes
 # They and the report's (RUN: a run directory or id; empty = results/latest) reach the CLI only through the

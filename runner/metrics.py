@@ -180,6 +180,10 @@ class Metrics:
         """Raise UnreachableError unless Prometheus answers a trivial query."""
         self._query("vector(1)", at=time.time())
 
+    def instant(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The series of an instant query at `at` (default: now), as Prometheus gives them (`metric`, `value`)."""
+        return self._fetch(query, time.time() if at is None else at)
+
     def _counter_samples(self, template: str, selector: Selector, start: float, end: float) -> dict[str, Samples]:
         """Raw samples of a counter inside [start, end], per pod."""
         query = template.format(sel=selector.matchers(), range=_duration(end - start))

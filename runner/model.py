@@ -181,8 +181,9 @@ class EnvoyResources(Frozen):
 
     cpu_cores: float = Field(alias="cpu")
     memory: str
-    concurrency: int
+    concurrency: int  # as asked: a number, 0 Envoy's default (one per CPU of its node), -1 the production gateway's
     replicas: int = 1  # runs before the fleet axis had one pod
+    threads: int | None = None  # the worker threads Envoy ran with, as read (None: not read; `concurrency` says)
 
     @property
     def fleet_cpu_cores(self) -> float:
@@ -343,6 +344,17 @@ class EnvoyWorkload(Frozen):
     provisioned_by: str | None = None
 
 
+class FleetFacts(Frozen):
+    """What a kubernetes run measured: a sizing fleet beside the production gateway (copied from it), or the
+    production gateway itself (live); production's own `--concurrency` (None: unset, one per CPU of its node)."""
+
+    target: str
+    workload: str
+    copied_from: str | None = None
+    differences: tuple[str, ...] = ()
+    production_concurrency: int | None = None
+
+
 class Environment(Frozen):
     """The machine, the components' versions and the platform's own facts, for the environment table."""
 
@@ -357,6 +369,7 @@ class Environment(Frozen):
     nodes: tuple[Node, ...] = ()
     envoy_workload: EnvoyWorkload | None = None  # kubernetes: the Envoy workload as found (None: earlier runs)
     overrides: dict[str, str] = {}
+    fleet: FleetFacts | None = None
 
 
 class RoundRecord(Mutable):

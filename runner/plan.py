@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from runner.profiles import PLAIN_PROFILE, TrafficProfile
 from runner.quantities import format_cpu, format_memory
 from runner.scenario import Resources, Scenario
+from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+
+
+def threads_label(concurrency: int) -> str:
+    """A configuration's worker threads as a person reads them: `2 threads`, `Envoy's default threads` (one per CPU
+    of the node), `production's threads` (what the production gateway runs)."""
+    if concurrency == ENVOY_DEFAULT_CONCURRENCY:
+        return "Envoy's default threads"
+    if concurrency == PRODUCTION_CONCURRENCY:
+        return "production's threads"
+    return f"{concurrency} thread{'s' if concurrency != 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,12 @@ class Configuration:
         return self.envoy_cpu_cores * self.envoy_replicas
 
     @property
+    def threads_chosen(self) -> bool:
+        """Whether the worker threads are other than one per started core of the limit (the local default, which
+        keys and labels leave out, as before threads were an axis)."""
+        return self.envoy_concurrency != max(1, math.ceil(self.envoy_cpu_cores))
+
+    @property
     def key(self) -> str:
         """A stable identity used to match results across runs and to resume a sweep."""
         contour = "-"
@@ -41,8 +59,9 @@ class Configuration:
         profile = "" if self.profile.is_plain else f",profile={self.profile.name}"  # keys of plain runs as before
         routes = f",routes={self.extra_routes}" if self.extra_routes else ""
         pods = f"x{self.envoy_replicas}" if self.envoy_replicas != 1 else ""  # keys of one-pod runs as before
+        threads = f",threads={self.envoy_concurrency}" if self.threads_chosen else ""
         return (
-            f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}{pods}"
+            f"envoy={format_cpu(self.envoy_cpu_cores)}/{format_memory(self.envoy_memory_bytes)}{pods}{threads}"
             f",contour={contour},nginx={self.backend_replicas},arrivals={self.arrivals}{profile}{routes}"
         )
 
@@ -51,6 +70,7 @@ class Configuration:
         """How a person reads it: "Envoy 150m CPU / 512Mi, nginx x1"."""
         text = f"Envoy {format_cpu(self.envoy_cpu_cores)} CPU / {format_memory(self.envoy_memory_bytes)}"
         text += f" x{self.envoy_replicas} pods" if self.envoy_replicas != 1 else ""
+        text += f", {threads_label(self.envoy_concurrency)}" if self.threads_chosen else ""
         if self.contour is not None:
             text += f", Contour {format_cpu(self.contour.cpu_cores or 0)} CPU"
         text += f", nginx x{self.backend_replicas}, {self.arrivals} arrivals"
@@ -69,9 +89,9 @@ class Plan:
 
 
 def plan_sweep(scenario: Scenario) -> Plan:
-    """Every combination of Envoy CPU, memory and replicas, Contour resources, backend replicas, arrival model and
-    traffic profile (each profile's CPU limits run one after another, so profiles compare at each limit);
-    none when the scenario asks for the memory model only (`memory.only`)."""
+    """Every combination of Envoy CPU, memory, replicas and worker threads, Contour resources, backend replicas,
+    arrival model and traffic profile (each profile's CPU limits run one after another, so profiles compare at each
+    limit); none when the scenario asks for the memory model only (`memory.only`)."""
     if scenario.memory is not None and scenario.memory.only:
         return Plan(())
     contours: tuple[Resources | None, ...] = scenario.contour.resources or (None,)
@@ -79,19 +99,20 @@ def plan_sweep(scenario: Scenario) -> Plan:
         Configuration(
             envoy_cpu_cores=cpu,
             envoy_memory_bytes=memory,
-            envoy_concurrency=scenario.envoy.concurrency_for(cpu),
+            envoy_concurrency=scenario.envoy.concurrency_for(cpu, threads),
             backend_replicas=replicas,
             contour=contour,
             arrivals=arrivals,
             profile=profile,
             envoy_replicas=pods,
         )
-        for contour, replicas, profile, memory, pods, cpu, arrivals in itertools.product(
+        for contour, replicas, profile, memory, pods, threads, cpu, arrivals in itertools.product(
             contours,
             scenario.backend.replicas,
             scenario.profiles,
             scenario.envoy.memory_bytes,
             scenario.envoy.replicas,
+            scenario.envoy.concurrency,
             scenario.envoy.cpu_cores,
             scenario.load.arrivals,
         )

@@ -182,6 +182,9 @@ class Sweep:
                 self.observer.components_restarted(restarted)
             self.platform.apply(config)
             started = self.clock.monotonic()  # the time budget counts measuring, not the rollout before it
+            threads = self.platform.envoy_threads(config)
+            if threads is not None and result.envoy.threads != threads:
+                result.envoy = result.envoy.model_copy(update={"threads": threads})
             if result.machine_speed is None:
                 result.machine_speed = self.platform.machine_speed()
             stopped = self._new_visit(config, result, round_, record, policy).run()

@@ -14,6 +14,7 @@ from runner.report.formatting import concurrency as fmt_concurrency
 from runner.scenario.options import OVERRIDES, SWEEP_OPTIONS, Overrides
 
 if TYPE_CHECKING:
+    from runner.plan import Plan
     from runner.platforms.base import Platform
     from runner.platforms.kubernetes.publishing import Publisher
     from runner.scenario import Scenario
@@ -53,24 +54,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     loop_env()  # a send timer the workers do not know fails here, before anything starts
     overrides = overrides_from(args)
-    if args.resume:
-        run_dir = resolve_run(args.resume)
+    run_dir = resolve_run(args.resume) if args.resume else None
+    scenario = _resumable(args, run_dir, overrides) if run_dir else load(args, overrides)
+    _check_publish(args, scenario)
+    if args.live and scenario.platform != "kubernetes":
+        raise UsageError("--live applies to the kubernetes platform only", "leave it out on the local platform")
+    plan = plan_sweep(scenario)
+    if args.dry_run or scenario.platform == "kubernetes":  # before anything changes, in every mode
+        _preflight(scenario, plan, live=args.live, dry_run=args.dry_run)
+    if args.dry_run:
+        _print_plan(scenario, plan)
+        return 0
+    if run_dir is not None:
         store = RunStore.open(run_dir)
-        scenario = _resumable(args, run_dir, overrides)
-        _check_publish(args, scenario)
         store.summary.status = "running"
     else:
-        scenario = load(args, overrides)
-        _check_publish(args, scenario)
         store = RunStore.create(scenario, Path(args.results) if args.results else RESULTS_ROOT)
-    plan = plan_sweep(scenario)
     warning = provisioning_warning(scenario, plan)
     if warning:
         print(f"gateway-sizer: warning: {warning}", file=sys.stderr)
     if args.free_ports and scenario.platform == "local":
         _warn_if_sharing()
     observer = ConsoleObserver()
-    platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports)
+    live = {"live": True} if args.live else {}  # the kubernetes platform's own option
+    platform = create_platform(scenario, store.run_dir, free_ports=args.free_ports, **live)
     publisher = _publishing(platform, scenario, store.run_dir) if args.publish else None
     sweep = Sweep(
         scenario=scenario, plan=plan, platform=platform, store=store, observer=observer, overrides=dict(overrides.texts)
@@ -86,6 +93,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"gateway-sizer: run {status}: {store.summary.reason}", file=sys.stderr)
         return EXIT_INCOMPLETE
     return 0
+
+
+def _preflight(scenario: Scenario, plan: Plan, *, live: bool, dry_run: bool) -> None:
+    """Print what the run will measure and change, checked against the cluster before anything changes
+    (runner/platforms/kubernetes/preflight.py); its first problem is raised (one line, exit 2)."""
+    if scenario.platform != "kubernetes":
+        print("preflight: the local platform: its test bed starts with the sweep; nothing to check beforehand")
+        return
+    from runner.platforms.kubernetes.preflight import run_preflight
+
+    found = run_preflight(scenario, plan, live=live)
+    for line in found.lines:
+        print(f"preflight: {line}")
+    if found.problem is not None:
+        raise found.problem
+    if dry_run:
+        print("preflight: nothing was changed (--dry-run)")
 
 
 def _check_publish(args: argparse.Namespace, scenario: Scenario) -> None:
@@ -183,12 +207,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from runner.locust import user_class
-    from runner.memory_sweep import memory_configuration, plan_memory
     from runner.plan import plan_sweep
 
     scenario = load(args, overrides_from(args))
-    plan = plan_sweep(scenario)
+    return _print_plan(scenario, plan_sweep(scenario))
+
+
+def _print_plan(scenario: Scenario, plan: Plan) -> int:
+    """What `plan` prints: the configurations, the memory points, how the load is driven."""
+    from runner.locust import user_class
+    from runner.memory_sweep import memory_configuration, plan_memory
+
     load_spec = scenario.load
     print(f"scenario {scenario.name} on {scenario.platform}: {len(plan)} configuration(s)")
     for config in plan.configurations:
@@ -221,6 +250,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument(
         "--publish", action="store_true", help="kubernetes: keep the run's records in a ConfigMap for `fetch` (a Job)"
+    )
+    sweep.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the checked preflight (what the run would measure, create, change) and the plan, change nothing",
+    )
+    sweep.add_argument(
+        "--live",
+        action="store_true",
+        help="kubernetes.target: live: size the production gateway itself (a scenario file alone cannot)",
     )
     sweep.set_defaults(func=cmd_sweep)
 

@@ -125,6 +125,11 @@ class Platform(ABC):
         """How fast Envoy's CPUs run now, in million reference-loop iterations per second (None: unknown)."""
         return None
 
+    def envoy_threads(self, config: Configuration) -> int | None:
+        """The worker threads Envoy runs with for `config`, as read after `apply` (None: what the configuration
+        asked, `envoy_concurrency`, is all there is to say)."""
+        return None
+
     def limit_changes(self) -> str | None:
         """How this platform changed Envoy's limits from one configuration to the next, for the report (None:
         it did not say)."""

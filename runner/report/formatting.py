@@ -69,9 +69,11 @@ def cpu(cores: float | None) -> str:
     return "-" if cores is None else format_cpu(cores)
 
 
-def concurrency(workers: int) -> str:
-    """Envoy's worker threads; 0 (the run left Envoy's own default, one per CPU of its node) as "default"."""
-    return "default" if workers == 0 else str(workers)
+def concurrency(workers: int, threads: int | None = None) -> str:
+    """Envoy's worker threads as asked: 0 (Envoy's own default, one per CPU of its node) as "default", -1 (the
+    production gateway's own) as "production's"; with `threads`, what that came to: "default (16)"."""
+    asked = {0: "default", -1: "production's"}.get(workers, str(workers))
+    return asked if threads is None or threads == workers else f"{asked} ({threads})"
 
 
 def millicores(cores: float | None) -> str:

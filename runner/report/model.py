@@ -24,6 +24,7 @@ from runner.report.recorded import with_fallbacks
 from runner.report.rows import ConfigRow, EnvRow, FixedLoad, build_rows
 from runner.report.series import build_series
 from runner.report.sizing import DEFAULT_HEADROOM, Recommendation, example_targets, recommend
+from runner.report.threads import threads_for
 from runner.scenario import LoadSpec, Scenario
 
 TIMER_NAMES = {"fine": "fine (timerfd)", "gevent": "gevent.sleep (whole ms)"}  # locustfiles/fine_timer.py
@@ -85,6 +86,7 @@ class Report:
     baseline: BaselineResult | None = None
     memory: MemorySection | None = None  # the memory model (runner.report.memory_report)
     fleet: FleetSection | None = None  # configurations of several Envoy pods (runner.report.fleet)
+    threads: tuple[str, ...] = ()  # which worker threads the sizing holds for, and what to set (runner.report.threads)
 
     @property
     def no_sizing_reason(self) -> str | None:
@@ -326,4 +328,5 @@ def build_report(summary: RunSummary, scenario: Scenario | None = None, headroom
         baseline=baseline,
         memory=memory,
         fleet=fleet,
+        threads=tuple(threads_for(series.largest, series.largest.cores, summary, scenario).lines()) if series else (),
     )

@@ -132,7 +132,7 @@ def knee_table(rows: Sequence[ConfigRow]) -> Table:
     columns += [Column("Pods", lambda r: str(r.config.envoy.replicas))] if several["pods"] else []
     columns += [
         Column("Memory", lambda r: r.config.envoy.memory),
-        Column("Concurrency", lambda r: fmt.concurrency(r.config.envoy.concurrency)),
+        Column("Concurrency", lambda r: fmt.concurrency(r.config.envoy.concurrency, r.config.envoy.threads)),
         Column("nginx replicas", lambda r: str(r.config.backend.replicas)),
     ]
     columns += [Column("Contour", lambda r: r.contour, numeric=False)] if any(r.contour != "-" for r in rows) else []

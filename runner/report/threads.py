@@ -1,8 +1,10 @@
 """Envoy's worker threads (`--concurrency`) in `recommend`: the count the figures hold for, and what to set.
 
-The sweep ran Envoy with the scenario's envoy.concurrency: `auto`, one worker thread per started core of the
-CPU limit (runner.scenario.EnvoySpec.concurrency_for); a number; or `default`, Envoy's own, one per CPU of the
-node (a provisioned gateway, whose args the run cannot set). Production Envoy without the flag runs one worker
+The sweep ran Envoy with one of the scenario's envoy.concurrency values: `auto`, one worker thread per started core
+of the CPU limit (runner.scenario.EnvoySpec.concurrency_for); a number; `default`, Envoy's own, one per CPU of the
+node (a provisioned gateway, whose args the run cannot set); or `production`, what the production gateway runs (a
+sizing fleet's default: its --concurrency, else Envoy's own). The count Envoy ran with, as it reported it, is in
+each configuration's record (EnvoyResources.threads). Production Envoy without the flag runs one worker
 per CPU of its node, 16 on a 16-core node, whatever its CPU limit: that is not what was measured, and under a
 CFS quota of a few cores 16 workers contend for it (routercap found capacity follows the workers, not only the
 limit). So `recommend` names the flag with the count for the CPU it recommends, by the run's own rule.
@@ -18,10 +20,11 @@ from runner.model import RunSummary
 from runner.report import formatting as fmt
 from runner.report.series import Rate
 from runner.scenario import Scenario
+from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 __all__ = ["Threads", "threads_for"]
 
-Rule = Literal["auto", "fixed", "default"]
+Rule = Literal["auto", "fixed", "default", "production"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Threads:
     rule: Rule
     cores: float
     node_cpus: int | None = None
+    read: int | None = None  # the count Envoy reported for the configuration (None: not read)
+    production_flag: int | None = None  # production's own --concurrency (None: unset, or not recorded)
 
     @property
     def production(self) -> int | None:
@@ -42,7 +47,9 @@ class Threads:
             return max(1, math.ceil(round(self.cores, 9)))
         if self.rule == "fixed":
             return self.measured
-        return self.node_cpus
+        if self.rule == "production":
+            return self.production_flag or self.read or self.node_cpus
+        return self.read or self.node_cpus
 
     @property
     def flag(self) -> str:
@@ -53,8 +60,14 @@ class Threads:
     def measured_text(self) -> str:
         """ "--concurrency 1 at 300m (one worker thread per started core of the limit: envoy.concurrency auto)" """
         where = fmt.cpu(self.measured_cores)
+        if self.rule == "production":
+            flag = self.production_flag
+            own = f"--concurrency {flag}" if flag else "no --concurrency: one per node CPU"
+            count = f"{self.read} worker threads" if self.read else "production's worker threads"
+            return f"{count} at {where}, as the production gateway runs them ({own})"
         if self.rule == "default" or self.measured == 0:
-            nodes = f" ({self.node_cpus} on the run's nodes)" if self.node_cpus else ""
+            nodes = f" ({self.read} as Envoy reported)" if self.read else ""
+            nodes = nodes or (f" ({self.node_cpus} on the run's nodes)" if self.node_cpus else "")
             return f"Envoy's default worker threads, one per node CPU{nodes}, at {where}"
         why = {"auto": "one per started core of the limit: envoy.concurrency auto", "fixed": "envoy.concurrency"}
         return f"--concurrency {self.measured} at {where} ({why[self.rule]})"
@@ -62,6 +75,12 @@ class Threads:
     def lines(self) -> list[str]:
         """What `recommend` prints: what the figures hold for and what to set, with the caveat that applies."""
         lines = [f"Threads: the figures hold for Envoy with {self.measured_text}."]
+        if self.rule == "production":
+            lines.append(
+                "  nothing to set: production runs them already"
+                + ("" if self.production_flag else "; on nodes with another CPU count they differ (one per node CPU)")
+            )
+            return lines
         count = self.production
         if count is None:
             lines.append(
@@ -82,11 +101,17 @@ class Threads:
         return lines
 
 
-def _rule(summary: RunSummary, scenario: Scenario | None) -> Rule:
-    """The run's envoy.concurrency; inferred from its configurations when its scenario is unreadable."""
+def _rule(summary: RunSummary, scenario: Scenario | None, concurrency: int) -> Rule:
+    """The envoy.concurrency value the configuration ran with (`concurrency`: its record's; -1 production's, 0
+    Envoy's default); a number told apart from `auto` by the scenario, inferred from the run's configurations when
+    its scenario is unreadable."""
+    if concurrency == PRODUCTION_CONCURRENCY:
+        return "production"
+    if concurrency == ENVOY_DEFAULT_CONCURRENCY:
+        return "default"
     if scenario is not None:
-        setting = scenario.envoy.concurrency
-        return "auto" if setting == "auto" else "default" if setting == "default" else "fixed"
+        values = scenario.envoy.concurrency
+        return "fixed" if concurrency in values or "auto" not in values else "auto"
     envoys = [c.envoy for c in summary.configs]
     if any(e.concurrency == 0 for e in envoys):
         return "default"
@@ -106,4 +131,13 @@ def _node_cpus(summary: RunSummary) -> int | None:
 def threads_for(basis: Rate, cores: float, summary: RunSummary, scenario: Scenario | None) -> Threads:
     """The threads of the configuration `basis` stands on, and the count for `cores` per pod."""
     envoy = basis.config.envoy
-    return Threads(envoy.concurrency, envoy.cpu_cores, _rule(summary, scenario), cores, _node_cpus(summary))
+    fleet = summary.environment.fleet
+    return Threads(
+        envoy.concurrency,
+        envoy.cpu_cores,
+        _rule(summary, scenario, envoy.concurrency),
+        cores,
+        _node_cpus(summary),
+        read=envoy.threads,
+        production_flag=fleet.production_concurrency if fleet is not None else None,
+    )

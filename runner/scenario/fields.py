@@ -98,13 +98,19 @@ def _distinct(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return values
 
 
-def _concurrency(value: Any) -> int | Literal["auto", "default"]:
-    if value in ("auto", "default"):
-        return value
+THREAD_WORDS = ("auto", "default", "production")  # envoy.concurrency's words (runner/scenario/models.py)
+
+
+def _concurrency(value: Any) -> int | Literal["auto", "default", "production"]:
+    if isinstance(value, str) and value.strip() in THREAD_WORDS:
+        return value.strip()  # type: ignore[return-value]  # one of THREAD_WORDS
     if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,4}\s*", value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
-        raise ValueError(f"use auto, default or a whole number of threads from 1 to {MAX_CONCURRENCY}")
+        raise ValueError(
+            f"use auto, default, production or a whole number of threads from 1 to {MAX_CONCURRENCY}, got "
+            f"{short_repr(value)}"
+        )
     return value
 
 
@@ -241,7 +247,15 @@ RouteCounts = Annotated[
     BeforeValidator(at_most(MAX_MEMORY_POINTS, "route counts")),
     AfterValidator(_distinct),
 ]
-Concurrency = Annotated[int | Literal["auto", "default"], PlainValidator(_concurrency)]
+Concurrency = Annotated[int | Literal["auto", "default", "production"], PlainValidator(_concurrency)]
+# Envoy's worker-thread counts to sweep (an axis, like the CPU list): each a number or one of THREAD_WORDS
+ConcurrencyList = Annotated[
+    tuple[Concurrency, ...],
+    BeforeValidator(_as_tuple),
+    BeforeValidator(at_most(MAX_CONFIGURATIONS, "thread counts")),
+    Field(min_length=1),
+    AfterValidator(_distinct),
+]
 Name = Annotated[str, AfterValidator(_name)]
 Text = Annotated[str, AfterValidator(_text_check(MAX_TEXT_LENGTH, lines=True))]
 PathText = Annotated[str, AfterValidator(_text_check(MAX_TEXT_LENGTH))]

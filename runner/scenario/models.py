@@ -16,7 +16,7 @@ from runner.scenario.fields import (
     ArrivalsList,
     BytesList,
     ClassName,
-    Concurrency,
+    ConcurrencyList,
     ConnectionCounts,
     CoresList,
     DnsLabel,
@@ -69,6 +69,7 @@ from runner.scenario.limits import (
     MIN_RPS_PER_USER,
     MIN_SPAWN_RATE,
 )
+from runner.scenario.placement import SizingSpec, Target, WorkerPlacement, check_target, default_threads
 from runner.scenario.windows import sized_to_scrapes
 
 
@@ -77,6 +78,9 @@ class _Model(BaseModel):
 
 
 ENVOY_DEFAULT_CONCURRENCY = 0  # a configuration's concurrency when Envoy runs with its own default
+# a configuration's concurrency when Envoy runs with the production gateway's own (its --concurrency, else Envoy's
+# default): resolved by the kubernetes platform, which reads production's args
+PRODUCTION_CONCURRENCY = -1
 
 
 class WorkloadRef(_Model):
@@ -123,7 +127,10 @@ class EnvoySpec(_Model):
 
     cpu_cores: CoresList = Field(alias="cpu")
     memory_bytes: BytesList = Field(default=(512 * 2**20,), alias="memory")
-    concurrency: Concurrency = "auto"
+    # worker threads, one axis of the sweep: `auto` (one per started core of the limit), `default` (Envoy's own: one
+    # per CPU of the node), `production` (what the production gateway runs: kubernetes), or a number. Unset: `auto`
+    # locally, `production` on kubernetes
+    concurrency: ConcurrencyList = ("auto",)
     # Envoy pods (local: processes sharing one listener port) per configuration, each with the CPU and memory
     # limit of the configuration: a sweep axis like the CPU list
     replicas: ReplicaCounts = (1,)
@@ -132,12 +139,16 @@ class EnvoySpec(_Model):
     workload: WorkloadRef = WorkloadRef(namespace="projectcontour", name="envoy", container="envoy")
     overload: OverloadSpec | None = None
 
-    def concurrency_for(self, cpu_cores: float) -> int:
-        """Envoy worker threads for a CPU limit: `auto` is one per started core; `default` (0) leaves Envoy's
-        own default, one per CPU of the node (a provisioned Envoy, whose args the run cannot set)."""
-        if self.concurrency == "default":
+    def concurrency_for(self, cpu_cores: float, threads: int | str | None = None) -> int:
+        """Envoy worker threads for a CPU limit, of `threads` (default: the first of the axis): `auto` is one per
+        started core; `default` (0) leaves Envoy's own default, one per CPU of the node; `production`
+        (PRODUCTION_CONCURRENCY) what the production gateway runs, resolved by the platform."""
+        value = self.concurrency[0] if threads is None else threads
+        if value == "default":
             return ENVOY_DEFAULT_CONCURRENCY
-        return self.concurrency if isinstance(self.concurrency, int) else max(1, math.ceil(cpu_cores))
+        if value == "production":
+            return PRODUCTION_CONCURRENCY
+        return value if isinstance(value, int) else max(1, math.ceil(cpu_cores))
 
 
 class ContourSpec(_Model):
@@ -299,6 +310,15 @@ class KubernetesSpec(_Model):
     gateway_url: Url = "http://envoy.projectcontour.svc.cluster.local"
     rollout_timeout_s: Float = Field(default=180.0, gt=0, le=MAX_WAIT_SECONDS, alias="rollout_timeout_seconds")
     keep_locust: bool = False
+    # what is measured: a sizing fleet of the run's own beside the production gateway, or (with --live too) the
+    # production gateway itself (runner/scenario/placement.py)
+    target: Target = "sizing"
+    sizing: SizingSpec = SizingSpec()
+    worker_placement: WorkerPlacement = WorkerPlacement()
+
+    @property
+    def live(self) -> bool:
+        return self.target == "live"
 
 
 class Scenario(_Model):
@@ -332,6 +352,7 @@ class Scenario(_Model):
         lists = {
             "envoy.cpu": len(self.envoy.cpu_cores),
             "envoy.replicas": len(self.envoy.replicas),
+            "envoy.concurrency": len(self.envoy.concurrency),
             "envoy.memory": len(self.envoy.memory_bytes),
             "contour.resources": len(self.contour.resources or (None,)),
             "backend.replicas": len(self.backend.replicas),
@@ -357,7 +378,7 @@ class Scenario(_Model):
     @model_validator(mode="before")
     @classmethod
     def _provisioned_names(cls, data: Any) -> Any:
-        return provisioned_names(data)
+        return default_threads(provisioned_names(data))
 
     @model_validator(mode="after")
     def _provisioned_runnable(self) -> Scenario:
@@ -365,10 +386,6 @@ class Scenario(_Model):
         if self.platform != "kubernetes" and self.kubernetes.gateway.provisioned:
             raise ValueError("kubernetes.gateway.kind: gateway needs platform: kubernetes")
         if not self.kubernetes.gateway.provisioned:
-            if self.envoy.concurrency == "default":
-                raise ValueError(
-                    "envoy.concurrency: default applies to a provisioned gateway only; use auto or a number"
-                )
             return self
         unsupported = {
             "contour.resources": self.contour.resources is not None,
@@ -380,6 +397,13 @@ class Scenario(_Model):
                     f"{what}: not measured on a provisioned gateway (kubernetes.gateway.kind: gateway) yet; "
                     "size them on a Contour installed with HTTPProxy (kind: httpproxy)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _target_runnable(self) -> Scenario:
+        k8s = self.kubernetes
+        sizes_contour = self.contour.resources is not None
+        check_target(self.platform, k8s.target, self.envoy.concurrency, sizes_contour, not k8s.gateway.provisioned)
         return self
 
     @model_validator(mode="after")

@@ -131,6 +131,14 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
         ("1,2", "1..3"),
     ),
     Option(
+        "envoy_threads",
+        ("envoy", "concurrency"),
+        Words(),
+        "Envoy worker threads, an axis like the CPU list: `production` (the production gateway's own, kubernetes' "
+        "default), `auto` (one per started core, local's default), `default` (one per CPU of the node) or numbers",
+        ("1,2,4", "default,2"),
+    ),
+    Option(
         "nginx_replicas",
         ("backend", "replicas"),
         Numbers(whole=True, example="1,2,3 or 1..3"),

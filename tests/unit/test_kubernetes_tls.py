@@ -40,14 +40,18 @@ def test_the_tls_proxy_claims_a_fqdn_of_its_own_and_the_load_goes_there_over_htt
     assert tls.tls_url("http://10.96.0.30:8080/") == "https://10.96.0.30"
 
     scenario = load_scenario("local", Overrides(platform="kubernetes", profiles="tls-new-connection-body-16k,plain"))
-    platform = KubernetesPlatform(scenario, tmp_path / RUN)
+    platform = KubernetesPlatform(scenario, tmp_path / RUN)  # the load goes to the run's sizing fleet's Service
+    fleet = f"gateway-sizer-envoy-{objects.run_hash(RUN)}.projectcontour.svc.cluster.local"
     secure = platform.target(scenario.profiles[0], scenario.load)
     assert (secure.url, secure.host_header, secure.path, secure.new_connection) == (
-        "https://envoy.projectcontour.svc.cluster.local", "tls.external.nginx", "/size/16384", True
+        f"https://{fleet}", "tls.external.nginx", "/size/16384", True
     )  # fmt: skip
     plain = platform.target(scenario.profiles[1], scenario.load)
-    assert (plain.url, plain.host_header, plain.path) == ("http://envoy.projectcontour.svc.cluster.local",
-                                                          "external.nginx", "/")  # fmt: skip
+    assert (plain.url, plain.host_header, plain.path) == (f"http://{fleet}", "external.nginx", "/")
+    live = load_scenario("local", Overrides(platform="kubernetes")).model_copy(deep=True)
+    live = live.model_copy(update={"kubernetes": live.kubernetes.model_copy(update={"target": "live"})})
+    production = KubernetesPlatform(live, tmp_path / RUN, live=True)  # live: production's own Service
+    assert production.target(scenario.profiles[1], scenario.load).url == "http://envoy.projectcontour.svc.cluster.local"
 
 
 @pytest.mark.parametrize(("key", "kind"), [("rsa-2048", rsa.RSAPublicKey), ("ecdsa-p256", ec.EllipticCurvePublicKey)])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from runner.errors import UsageError
@@ -72,22 +72,51 @@ class RunObjects:
         record["uid"] = str(created.metadata.uid)  # undo deletes exactly this Secret (it may not read one)
         self.changes.save()
 
+    def create(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        """Create a recorded Deployment or Service; one that exists already must carry this run's labels."""
+        kind, namespace, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]
+        api: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+            "Deployment": (cluster.apps.create_namespaced_deployment, cluster.apps.read_namespaced_deployment),
+            "Service": (cluster.core.create_namespaced_service, cluster.core.read_namespaced_service),
+        }
+        create, read = api[kind]
+        try:
+            call(f"create {kind} {namespace}/{name}", create, namespace, body)
+        except ConflictError:  # there already: ours when a retried create's first attempt got through
+            found: Any = call(f"read {kind} {namespace}/{name}", read, name, namespace)
+            labels = found.metadata.labels or {}
+            if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
+                self.forget(kind, namespace, name)
+                raise UsageError(
+                    f"{kind} {namespace}/{name} exists and was not made by this run", "remove it"
+                ) from None
+
     def create_proxy(self, cluster: Cluster, body: dict[str, Any]) -> None:
         """Create a recorded HTTPProxy; one that exists already must carry this run's labels."""
         self.create_custom(cluster, body)
 
     def create_custom(self, cluster: Cluster, body: dict[str, Any]) -> None:
-        """Create a recorded custom object (objects.CUSTOM_KINDS); one that exists already must carry this
-        run's labels."""
-        kind, namespace, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]
+        """Create a recorded custom object (objects.CUSTOM_KINDS, a cluster-wide one without a namespace); one
+        that exists already must carry this run's labels."""
+        kind, name = body["kind"], body["metadata"]["name"]
+        namespace = body["metadata"].get("namespace", "")
         group, version, plural = CUSTOM_KINDS[kind]
-        what = f"{kind} {namespace}/{name}"
+        custom = cluster.custom
+        what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+        create = (
+            functools.partial(custom.create_namespaced_custom_object, group, version, namespace, plural)
+            if namespace
+            else functools.partial(custom.create_cluster_custom_object, group, version, plural)
+        )
+        read = (
+            functools.partial(custom.get_namespaced_custom_object, group, version, namespace, plural)
+            if namespace
+            else functools.partial(custom.get_cluster_custom_object, group, version, plural)
+        )
         try:
-            call(f"create {what}", cluster.custom.create_namespaced_custom_object, group, version, namespace,
-                 plural, body)  # fmt: skip
+            call(f"create {what}", create, body)
         except ConflictError:  # there already: ours when a retried create's first attempt got through
-            found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version,
-                              namespace, plural, name)  # fmt: skip
+            found: Any = call(f"read {what}", read, name)
             labels = (found.get("metadata") or {}).get("labels") or {}
             if any(labels.get(k) != v for k, v in body["metadata"]["labels"].items()):
                 self.forget(kind, namespace, name)

@@ -79,6 +79,7 @@ DEFAULT_LOCUST_IMAGE = "locustio/locust:2.47.0"
 DEFAULT_WORKER_CPU, DEFAULT_WORKER_MEMORY = "1", "512Mi"
 DEFAULTS_CONFIGMAP = "gateway-sizer-defaults"  # optional, in the test namespace: a cluster's own defaults
 WORKERS_TIMEOUT_S = 180.0
+HOSTNAME_KEY = "kubernetes.io/hostname"
 # Pod Security `restricted` (https://kubernetes.io/docs/concepts/security/pod-security-standards/)
 POD_SECURITY = {"runAsNonRoot": True, "runAsUser": LOCUST_UID, "runAsGroup": LOCUST_UID,
                 "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
@@ -126,6 +127,7 @@ class LocustDeployment:
     targets: tuple[str, ...]  # the only URLs the master and the workers send to (the guard extension)
     token: str  # what the master takes commands with, kept in a Secret
     worker_host: str = field(default_factory=worker_host)  # the workers' host name, the only one the master takes
+    worker_placement: dict[str, Any] = field(default_factory=dict)  # the workers' nodeSelector or affinity
 
     @property
     def names(self) -> LocustNames:
@@ -231,12 +233,33 @@ class LocustDeployment:
         args = worker_args(self._files(), self.user_class, self.options, master_host=self.names.master)
         pod = self._pod(WORKER, args, self.worker_resources, [])
         pod["spec"]["hostname"] = self.worker_host  # in each worker's Locust id, checked by the master
+        pod["spec"].update(self.worker_placement)
         return self._deployment(WORKER, self.names.worker, self.workers, pod)
 
     def network_policy(self) -> dict[str, Any]:
         """The master's worker port open to this run's workers only (worker_port.py)."""
         return network_policy(self.names.master, self.namespace, self.labels(MASTER), self.labels(WORKER),
                               WEB_PORT, MASTER_PORT)  # fmt: skip
+
+
+def worker_placement(node_selector: dict[str, str] | None, envoy_pods: tuple[str, dict[str, str]] | None) -> dict:
+    """The workers' pod spec placement: on the nodes `node_selector` names, else preferably off the nodes that run
+    the measured Envoy pods (`envoy_pods`: their namespace and labels), so that the generator takes no CPU from the
+    Envoy it measures; preferred, so a one-node cluster still schedules them (the window's guards then judge the
+    workers' node's CPU too)."""
+    if node_selector:
+        return {"nodeSelector": dict(node_selector)}
+    if envoy_pods is None or not envoy_pods[1]:
+        return {}
+    namespace, labels = envoy_pods
+    term = {"labelSelector": {"matchLabels": dict(labels)}, "namespaces": [namespace], "topologyKey": HOSTNAME_KEY}
+    return {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+            }
+        }
+    }
 
 
 def create_locust(cluster: Cluster, spec: LocustDeployment, changes: ClusterChanges) -> None:
@@ -285,20 +308,26 @@ class ClusterLocust:
     """Locust as pods for one run: leftovers of a killed run removed, the objects created (each recorded
     before it exists), the workers waited for, the master reached through the API server's proxy."""
 
-    def __init__(self, scenario: Scenario, run_id: str, changes: ClusterChanges) -> None:
+    def __init__(
+        self, scenario: Scenario, run_id: str, changes: ClusterChanges, gateway_url: str | None = None
+    ) -> None:
         self.scenario = scenario
         self.run_id = run_id
+        self.gateway_url = gateway_url or scenario.kubernetes.gateway_url  # the fleet's (fleet.py)
         self.names = LocustNames(run_id)
         envoy = scenario.envoy.workload
         self.gateway = gateway_key(envoy.namespace, envoy.name)
         self.changes = changes
         self.worker_cpu_cores: float | None = None
 
-    def start(self, cluster: Cluster, targets: tuple[str, ...]) -> LocustMaster:
+    def start(
+        self, cluster: Cluster, targets: tuple[str, ...], envoy_pods: tuple[str, dict[str, str]] | None = None
+    ) -> LocustMaster:
         """Create this run's Locust, closed to everyone but this run: load only to `targets`, commands only with
-        a token made here (locustfiles/gateway_sizer_guard.py). Returns the client of its master. Call it
-        holding the gateway's Lease: every other Locust object labelled with the gateway is then a leftover,
-        and is deleted."""
+        a token made here (locustfiles/gateway_sizer_guard.py), its workers placed off the nodes of the Envoy pods
+        `envoy_pods` names (namespace, labels) where the scenario names no node for them (worker_placement).
+        Returns the client of its master. Call it holding the gateway's Lease: every other Locust object labelled
+        with the gateway is then a leftover, and is deleted."""
         k8s, load = self.scenario.kubernetes, self.scenario.load
         defaults = self._defaults(cluster)
         token = secrets.token_urlsafe(32)
@@ -309,13 +338,14 @@ class ClusterLocust:
             user_class=user_class(load),
             locustfile=load.locustfile,
             options=LocustOptions.from_load(load),
-            gateway_url=k8s.gateway_url,
+            gateway_url=self.gateway_url,
             workers=load.workers,
             worker_resources=self._worker_resources(defaults),
             run_id=self.run_id,
             gateway=self.gateway,
             targets=targets,
             token=token,
+            worker_placement=worker_placement(k8s.worker_placement.node_selector, envoy_pods),
         )
         self.remove_leftovers(cluster)
         create_locust(cluster, spec, self.changes)

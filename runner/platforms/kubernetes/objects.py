@@ -29,8 +29,16 @@ GATEWAY_LABEL = "gateway-sizer/gateway"  # a hash of the gateway's namespace/nam
 # Contour's HTTPProxy, a custom resource: group, version and plural for the CustomObjectsApi, and its kind.
 GROUP, VERSION, PLURAL, KIND = "projectcontour.io", "v1", "httpproxies", "HTTPProxy"
 # The custom resources a run creates, by kind: group, version and plural (a provisioned gateway's route is a
-# Gateway API HTTPRoute, provisioned.py).
-CUSTOM_KINDS = {KIND: (GROUP, VERSION, PLURAL), "HTTPRoute": ("gateway.networking.k8s.io", "v1", "httproutes")}
+# Gateway API HTTPRoute, provisioned.py; a provisioned sizing fleet is a GatewayClass, a ContourDeployment and a
+# Gateway, sizing_gateway.py). CLUSTER_KINDS have no namespace.
+CUSTOM_KINDS = {
+    KIND: (GROUP, VERSION, PLURAL),
+    "HTTPRoute": ("gateway.networking.k8s.io", "v1", "httproutes"),
+    "Gateway": ("gateway.networking.k8s.io", "v1", "gateways"),
+    "GatewayClass": ("gateway.networking.k8s.io", "v1", "gatewayclasses"),
+    "ContourDeployment": ("projectcontour.io", "v1alpha1", "contourdeployments"),
+}
+CLUSTER_KINDS = frozenset({"GatewayClass"})
 GONE_TIMEOUT_S = 60.0
 GONE_POLL_S = 0.5
 

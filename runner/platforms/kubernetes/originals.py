@@ -24,7 +24,7 @@ from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
 from runner.platforms.kubernetes import provisioned
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
-from runner.platforms.kubernetes.objects import CUSTOM_KINDS, MANAGED_BY
+from runner.platforms.kubernetes.objects import CLUSTER_KINDS, CUSTOM_KINDS, MANAGED_BY
 from runner.platforms.kubernetes.provisioned import Parameters
 from runner.platforms.kubernetes.resize import resize_back
 from runner.platforms.kubernetes.workloads import (
@@ -188,7 +188,7 @@ def undo(cluster: Cluster, changes: ClusterChanges, timeout_s: float, *, wait: b
         save()
     listening = any(parameters.listeners for parameters in changes.parameters)
     for created in list(changes.created):
-        what = f"{created['kind']} {created['namespace']}/{created['name']}"
+        what = f"{created['kind']} {created['namespace']}/{created['name']}".replace(" /", " ")
         if created["kind"] == "Secret" and listening:  # a listener still names it: kept for the next restore
             problems.append(f"{what}: kept while the Gateway's listeners that name it are not removed")
             continue
@@ -246,13 +246,22 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
     if kind == "Secret":
         _delete_secret(cluster, namespace, name, created.get("uid"))
         return
+    if kind in CLUSTER_KINDS:
+        group, version, plural = CUSTOM_KINDS[kind]
+        what = f"{kind} {name}"
+        found: Any = call(f"read {what}", cluster.custom.get_cluster_custom_object, group, version, plural, name)
+        _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
+        call(f"delete {what}", cluster.custom.delete_cluster_custom_object, group, version, plural, name)
+        return
     if kind in CUSTOM_KINDS:
         group, version, plural = CUSTOM_KINDS[kind]
-        found: Any = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version, namespace,
-                          plural, name)  # fmt: skip
+        found = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version, namespace,
+                     plural, name)  # fmt: skip
         _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
         call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, group, version, namespace,
              plural, name, propagation_policy="Background")  # fmt: skip
+        if kind == "Gateway":  # its class and parameters go next: the provisioner must see it gone first
+            provisioned.wait_unprovisioned(cluster, namespace, name)
         return
     policies = client.NetworkingV1Api(cluster.api)
     api = {

@@ -75,11 +75,22 @@ class Parameters:
         return f"{PARAMETERS_KIND} {self.namespace}/{self.name}"
 
 
-def find(cluster: Cluster, scenario: Scenario) -> Parameters:
-    """The scenario's Gateway, checked to be provisioned by Contour's gateway provisioner alone in its class,
-    and the ContourDeployment that sizes its Envoy, with Envoy's resources as they are now. UsageError (one
-    line naming the fix) for a Gateway that is missing, of another controller's class, of a class without a
-    ContourDeployment or shared with other Gateways, or whose Envoy the provisioner has not made."""
+@dataclass(frozen=True)
+class GatewayClassOf:
+    """A Gateway of Contour's gateway provisioner as found: its class's name and controller, and the
+    ContourDeployment the class names (its namespace and name)."""
+
+    gateway: str  # "Gateway <namespace>/<name>"
+    class_name: str
+    controller: str
+    parameters_namespace: str
+    parameters_name: str
+
+
+def class_of(cluster: Cluster, scenario: Scenario) -> GatewayClassOf:
+    """The scenario's Gateway's class, checked to be Contour's gateway provisioner's and to name a ContourDeployment;
+    UsageError (one line naming the fix) for a Gateway that is missing, of another controller's class, or of a
+    class without a ContourDeployment."""
     ref = scenario.kubernetes.gateway
     what = f"Gateway {ref.namespace}/{ref.name}"
     try:
@@ -109,6 +120,17 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
             "Envoy's resources",
             "give it one (docs/kubernetes.md, section Gateway API)",
         )
+    return GatewayClassOf(what, class_name, str(controller), str(params["namespace"]), str(params["name"]))
+
+
+def find(cluster: Cluster, scenario: Scenario) -> Parameters:
+    """The scenario's Gateway, checked to be provisioned by Contour's gateway provisioner alone in its class
+    (class_of), and the ContourDeployment that sizes its Envoy, with Envoy's resources as they are now. UsageError
+    (one line naming the fix) for a class shared with other Gateways, or a Gateway whose Envoy the provisioner has
+    not made."""
+    ref = scenario.kubernetes.gateway
+    found = class_of(cluster, scenario)
+    what, class_name = found.gateway, found.class_name
     others = sorted(
         f"{item['metadata']['namespace']}/{item['metadata']['name']}"
         for item in gateway_api(cluster, "list Gateways", "gateways", None).get("items", [])
@@ -122,8 +144,8 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
             f"give {what} a GatewayClass and {PARAMETERS_KIND} of its own",
         )
     parameters = Parameters(
-        str(params["namespace"]), str(params["name"]), ref.namespace, ref.name,
-        _provisioned_envoy(cluster, scenario, what),
+        found.parameters_namespace, found.parameters_name, ref.namespace, ref.name,
+        provisioned_envoy(cluster, scenario, what),
     )  # fmt: skip
     try:
         record_original(cluster, parameters)
@@ -135,12 +157,12 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
 def record_original(cluster: Cluster, parameters: Parameters) -> None:
     """Read the ContourDeployment's Envoy settings as they are now into `parameters` (again once the gateway's
     Lease is held, so that no other run's change is taken for the original)."""
-    spec = _read_parameters(cluster, parameters).get("spec") or {}
+    spec = read_parameters(cluster, parameters).get("spec") or {}
     parameters.envoy_section = "envoy" in spec
     parameters.envoy_resources = (spec.get("envoy") or {}).get("resources") or None
 
 
-def _provisioned_envoy(cluster: Cluster, scenario: Scenario, gateway: str) -> Workload:
+def provisioned_envoy(cluster: Cluster, scenario: Scenario, gateway: str) -> Workload:
     ref = scenario.envoy.workload
     try:
         envoy = workloads.find(cluster, ref, "envoy")
@@ -162,7 +184,7 @@ def _provisioned_envoy(cluster: Cluster, scenario: Scenario, gateway: str) -> Wo
     return envoy
 
 
-def _read_parameters(cluster: Cluster, parameters: Parameters) -> dict[str, Any]:
+def read_parameters(cluster: Cluster, parameters: Parameters) -> dict[str, Any]:
     group, version, plural = PARAMETERS
     found: Any = call(f"read {parameters}", cluster.custom.get_namespaced_custom_object, group, version,
                       parameters.namespace, plural, parameters.name)  # fmt: skip
@@ -171,7 +193,7 @@ def _read_parameters(cluster: Cluster, parameters: Parameters) -> dict[str, Any]
 
 def envoy_resources(cluster: Cluster, parameters: Parameters) -> dict[str, Any] | None:
     """The ContourDeployment's `spec.envoy.resources` (None when unset or empty)."""
-    envoy = (_read_parameters(cluster, parameters).get("spec") or {}).get("envoy") or {}
+    envoy = (read_parameters(cluster, parameters).get("spec") or {}).get("envoy") or {}
     return envoy.get("resources") or None
 
 
@@ -181,7 +203,7 @@ def set_envoy_resources(
     """Replace the ContourDeployment's `spec.envoy.resources` (None removes them), in one JSON patch that
     fails when the object was replaced meanwhile; `restoring` a ContourDeployment that had no `spec.envoy`
     removes the one left empty."""
-    found = _read_parameters(cluster, parameters)
+    found = read_parameters(cluster, parameters)
     metadata, spec = found["metadata"], found.get("spec")
     patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": metadata["uid"]}]
     envoy = (spec or {}).get("envoy")
@@ -244,14 +266,15 @@ def size(
     run_id: str,
     save: Callable[[], None],
     timeout_s: float,
-) -> None:
+) -> bool:
     """Give a provisioned Envoy `sized` through its ContourDeployment, the Gateway annotated with the run and the
-    change recorded (`save`) before it is made; returns once the provisioner has rolled it out."""
+    change recorded (`save`) before it is made; returns once the provisioner has rolled it out (True), or at once
+    when Envoy had them already (False)."""
     mark(cluster, parameters, run_id, save)
     if not parameters.changed:
         parameters.changed = True
         save()
-    apply_envoy_resources(cluster, parameters, sized, timeout_s)
+    return apply_envoy_resources(cluster, parameters, sized, timeout_s)
 
 
 NUDGE_S = 10.0  # a template that still lags this long after a change: the Gateway is updated again
@@ -339,3 +362,37 @@ def wait_restored(cluster: Cluster, parameters: Parameters, timeout_s: float) ->
         wait_sized(cluster, parameters.envoy, parameters.envoy_resources, timeout_s,
                    nudge=lambda: touch(cluster, parameters))  # fmt: skip
     parameters.changed = False
+
+
+UNPROVISION_TIMEOUT_S = 120.0  # for the provisioner to delete what it made for a deleted Gateway
+
+
+def wait_unprovisioned(
+    cluster: Cluster, namespace: str, gateway: str, timeout_s: float = UNPROVISION_TIMEOUT_S
+) -> None:
+    """Return once the Gateway `namespace/gateway` is gone and the provisioner has deleted the Contour and Envoy it
+    made for it (labelled OWNER_LABEL): it deletes them only while the Gateway's class still exists, so a class
+    deleted earlier would leave them running. PlatformError naming what is left after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    selector = f"{OWNER_LABEL}={gateway}"
+    while True:
+        left = []
+        with contextlib.suppress(NotFoundError):
+            gateway_api(cluster, f"read Gateway {namespace}/{gateway}", "gateways", namespace, gateway)
+            left.append(f"Gateway {namespace}/{gateway}")
+        listers = {
+            "Deployment": cluster.apps.list_namespaced_deployment,
+            "DaemonSet": cluster.apps.list_namespaced_daemon_set,
+        }
+        for kind, lister in listers.items():
+            found: Any = call(f"list {kind}s in {namespace}", lister, namespace, label_selector=selector)
+            left += [f"{kind} {namespace}/{o.metadata.name}" for o in found.items]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise PlatformError(
+                f"the gateway provisioner has not removed {', '.join(left)} {timeout_s:.0f} s after its Gateway was "
+                "deleted",
+                "check the provisioner's log; delete them by hand if it is gone",
+            )
+        time.sleep(POLL_S)

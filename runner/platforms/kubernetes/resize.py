@@ -35,7 +35,7 @@ def live_pods(cluster: Cluster, workload: Workload) -> list[Any]:
     return [p for p in pods.items if p.metadata.deletion_timestamp is None]
 
 
-def _same(actual: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+def runs_with(actual: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     """Whether the resources a container runs with are the wanted ones (quantities compared by value)."""
     if not actual:
         return False
@@ -85,7 +85,7 @@ def resize_in_place(cluster: Cluster, workload: Workload, resources: dict[str, A
             stuck = conditions.get(PENDING)
             if stuck is not None and stuck.reason == "Infeasible":
                 raise ResizeUnsupported(f"pod {workload.namespace}/{name} cannot be resized: {stuck.message}")
-            done = _same(running_resources(cluster, pod, workload.container), resources)
+            done = runs_with(running_resources(cluster, pod, workload.container), resources)
             if not done or PENDING in conditions or IN_PROGRESS in conditions:
                 pending.append(name)
         waiting = pending
@@ -108,7 +108,7 @@ def resize_back(cluster: Cluster, workload: Workload, timeout_s: float) -> int:
     if not template:
         return 0
     differing = [p for p in live_pods(cluster, workload)
-                 if not _same(running_resources(cluster, p, workload.container), template)]  # fmt: skip
+                 if not runs_with(running_resources(cluster, p, workload.container), template)]  # fmt: skip
     if differing:
         resize_in_place(cluster, workload, template, timeout_s)
     return len(differing)

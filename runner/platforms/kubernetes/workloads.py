@@ -112,9 +112,11 @@ def set_pod_resources(
     workload: Workload,
     resources: dict[str, dict[str, Any] | None],
     args: dict[str, list[str] | None] | None = None,
+    *,
+    replicas: int | None = None,
 ) -> None:
     """Replace the named containers' `resources` (and, for those in `args`, their args; None removes
-    them) exactly, in one JSON patch: one rollout."""
+    them) exactly, and a Deployment's `replicas` when given, in one JSON patch: one rollout."""
     obj = read(cluster, workload)
     patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": obj.metadata.uid}]
     for name, sized in resources.items():
@@ -125,6 +127,8 @@ def set_pod_resources(
             patch.append({"op": "add", "path": f"{path}/args", "value": list(argv)})
         elif container.args is not None:
             patch.append({"op": "remove", "path": f"{path}/args"})
+    if replicas is not None:
+        patch.append({"op": "add", "path": "/spec/replicas", "value": replicas})
     call(f"patch {workload}", _patcher(cluster, workload.kind), workload.name, workload.namespace, patch)
 
 
@@ -190,6 +194,11 @@ def _split_concurrency(args: list[str] | None) -> tuple[list[str], list[str]]:
         else:
             kept.append(arg)
     return kept, values
+
+
+def without_concurrency(args: list[str] | None) -> list[str]:
+    """Envoy's args with no worker-thread count: Envoy then starts one worker per CPU of the node."""
+    return _split_concurrency(args)[0]
 
 
 def with_concurrency(args: list[str] | None, workers: int) -> list[str]:
