@@ -61,7 +61,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError("--live applies to the kubernetes platform only", "leave it out on the local platform")
     plan = plan_sweep(scenario)
     if args.dry_run or scenario.platform == "kubernetes":  # before anything changes, in every mode
-        _preflight(scenario, plan, live=args.live, dry_run=args.dry_run)
+        _preflight(scenario, plan, live=args.live, dry_run=args.dry_run, run_id=run_dir.name if run_dir else None)
     if args.dry_run:
         _print_plan(scenario, plan)
         return 0
@@ -95,7 +95,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preflight(scenario: Scenario, plan: Plan, *, live: bool, dry_run: bool) -> None:
+def _preflight(scenario: Scenario, plan: Plan, *, live: bool, dry_run: bool, run_id: str | None) -> None:
     """Print what the run will measure and change, checked against the cluster before anything changes
     (runner/platforms/kubernetes/preflight.py); its first problem is raised (one line, exit 2)."""
     if scenario.platform != "kubernetes":
@@ -103,7 +103,7 @@ def _preflight(scenario: Scenario, plan: Plan, *, live: bool, dry_run: bool) -> 
         return
     from runner.platforms.kubernetes.preflight import run_preflight
 
-    found = run_preflight(scenario, plan, live=live)
+    found = run_preflight(scenario, plan, live=live, run_id=run_id)
     for line in found.lines:
         print(f"preflight: {line}")
     if found.problem is not None:

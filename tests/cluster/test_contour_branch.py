@@ -1,6 +1,8 @@
 """The Contour branch of a Kubernetes sweep on the real one-machine cluster: each configuration gives
 Contour's Deployment the scenario's resources (Guaranteed: limits = requests), Envoy is measured under load
-with them, and the end of the run puts Contour's original resources back."""
+with them, and the end of the run puts Contour's original resources back. Contour is production's, so this is a
+live run (kubernetes.target: live and --live): the cluster tier's one run of the live target on the classic
+install (Envoy patched, resized in place, its originals back)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
         tmp_path,
         **{
             "envoy.cpu": [0.3],
+            "kubernetes.target": "live",
             "contour.resources": SIZES,
             "load.search": "fixed",
             "load.rounds": 1,
@@ -49,7 +52,9 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    sweep = sizer("--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path)
+    envoy = workloads.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+    envoy_before = workloads.get_pod_resources(admin, envoy), workloads.get_args(admin, envoy)
+    sweep = sizer("--live", "--scenario", str(scenario), kubeconfig=kubeconfig, results=tmp_path)
     try:
         _out, err = sweep.communicate(timeout=1200)
     finally:
@@ -59,6 +64,7 @@ def test_contour_gets_each_configurations_resources_and_its_originals_back(clust
     assert ("200m", "256Mi") in seen and ("300m", "320Mi") in seen, seen
     assert seen.index(("200m", "256Mi")) < seen.index(("300m", "320Mi")), seen
     assert workloads.get_pod_resources(admin, CONTOUR) == before  # the originals, exactly
+    assert (workloads.get_pod_resources(admin, envoy), workloads.get_args(admin, envoy)) == envoy_before
     summary = json.loads((tmp_path / "latest" / "summary.json").read_text())
     contours = [(c["contour"]["cpu"], c["contour"]["memory"]) for c in summary["configs"]]
     assert contours == [(0.2, "256Mi"), (0.3, "320Mi")], contours

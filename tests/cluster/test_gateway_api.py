@@ -1,8 +1,9 @@
 """A Gateway API install on the real one-machine cluster: the Gateway projectcontour/gateway-sizer, whose Contour
 and Envoy Contour's gateway provisioner made (make cluster-up installs it), swept as the runner's own
-ServiceAccount with scenarios/gateway-api.yaml. The run sizes Envoy through the ContourDeployment, the
-provisioner rolls it out, and it holds each limit in every window; at the end everything is as it was.
-Needs root."""
+ServiceAccount with scenarios/gateway-api.yaml through a sizing fleet (the default): a GatewayClass, a copy of the
+ContourDeployment and a Gateway of the run's own, for which the provisioner makes a Contour and an Envoy. The fleet
+holds each limit in every window; production's Gateway, ContourDeployment, Envoy and pods are only read; at the
+end, after a SIGTERM and after a SIGKILL and `restore`, nothing of the run is left. Needs root."""
 
 from __future__ import annotations
 
@@ -15,25 +16,31 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
 from runner.figures import added_us_per_request
 from runner.model import RunSummary
 from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
-from runner.platforms.kubernetes.gateway_object import APPLIED
 from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
-from runner.platforms.kubernetes.provisioned import PARAMETERS, same_resources
-from runner.platforms.kubernetes.resize import live_pods, running_resources
+from runner.platforms.kubernetes.resize import running_resources
+from runner.platforms.kubernetes.sizing_gateway import copy_name
 from runner.quantities import parse_cpu
 from runner.results import load_summary
 from support.cluster import TLS_FIXED, run_dir_of, sizer, wait_for_state
+from support.processes import run_sizer
+from support.production import ProductionWatch, SteadyLoad, left_behind, production_objects
 from support.selection import nightly_selected
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-ENVOY = workloads.Workload("Deployment", "projectcontour", "envoy-gateway-sizer", "envoy")
+ENVOY = workloads.Workload("Deployment", "projectcontour", "envoy-gateway-sizer", "envoy")  # production's
 SAMPLE_S = 0.5
+PRODUCTION_RPS = 20.0  # the steady load production's Envoy serves while the fleet is swept
+
+
+def _fleet_envoy(run_id: str) -> workloads.Workload:
+    """The Envoy the provisioner makes for the run's own Gateway."""
+    return workloads.Workload("Deployment", "projectcontour", f"envoy-{copy_name(run_id)}", "envoy")
 
 
 def _scenario(folder: Path, **changes: Any) -> Path:
@@ -48,29 +55,14 @@ def _scenario(folder: Path, **changes: Any) -> Path:
     return path
 
 
-def _parameters(admin: Cluster) -> dict[str, Any]:
-    group, version, plural = PARAMETERS
-    found: Any = admin.custom.get_namespaced_custom_object(group, version, "projectcontour", plural, "gateway-sizer")
-    return dict(found["spec"])
-
-
-def _gateway(admin: Cluster) -> dict[str, Any]:
-    gateway: Any = admin.custom.get_namespaced_custom_object("gateway.networking.k8s.io", "v1", "projectcontour",
-                                                             "gateways", "gateway-sizer")  # fmt: skip
-    return dict(gateway)
-
-
-def _gateway_annotations(admin: Cluster) -> dict[str, str]:
-    return dict(_gateway(admin)["metadata"].get("annotations") or {})
-
-
 class LimitSampler:
-    """The CPU limit every pod of the provisioned Envoy runs with, as its kubelet reports it (terminating pods too:
-    a Deployment's old pod serves its connections while it drains), sampled every SAMPLE_S in a thread:
-    (time, {pod: cores or None})."""
+    """The CPU limit every pod of the sizing fleet's Envoy runs with, as its kubelet reports it (terminating pods
+    too: a Deployment's old pod serves its connections while it drains), sampled every SAMPLE_S in a thread once
+    the run's directory names it: (time, {pod: cores or None})."""
 
-    def __init__(self, admin: Cluster) -> None:
+    def __init__(self, admin: Cluster, results: Path) -> None:
         self.admin = admin
+        self.results = results
         self.samples: list[tuple[float, dict[str, float | None]]] = []
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -80,7 +72,10 @@ class LimitSampler:
         while not self.stopped.wait(SAMPLE_S):
             taken = time.time()
             limits: dict[str, float | None] = {}
-            selector = workloads.pod_selector(workloads.read(self.admin, ENVOY))
+            latest = self.results / "latest"
+            if not latest.exists():
+                continue
+            selector = f"app={_fleet_envoy(latest.resolve().name).name}"  # the provisioner's Envoy pod selector
             for pod in self.admin.core.list_namespaced_pod(ENVOY.namespace, label_selector=selector).items:
                 cpu = ((running_resources(self.admin, pod, "envoy") or {}).get("limits") or {}).get("cpu")
                 limits[pod.metadata.name] = parse_cpu(cpu) if cpu else None
@@ -94,83 +89,82 @@ class LimitSampler:
         return [limits for taken, limits in self.samples if start <= taken <= end]
 
 
-def _left_behind(admin: Cluster) -> list[str]:
-    """Objects of a run still in the cluster: HTTPRoutes, Locust's Deployments, the Lease."""
-    selector = label_selector(MANAGED_BY)
-    routes: Any = admin.custom.list_namespaced_custom_object("gateway.networking.k8s.io", "v1", "gateway-loadtest",
-                                                        "httproutes", label_selector=selector)["items"]  # fmt: skip
-    left = [f"HTTPRoute {r['metadata']['name']}" for r in routes]
-    left += [f"Deployment {d.metadata.name}" for d in
-             admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector).items]  # fmt: skip
-    leases = client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest").items
-    return left + [f"Lease {lease.metadata.name}" for lease in leases]
-
-
-def _as_before(admin: Cluster, parameters: dict[str, Any], template: dict[str, Any]) -> None:
-    assert _parameters(admin) == parameters
-    assert [listener["name"] for listener in _gateway(admin)["spec"]["listeners"]] == ["http"]
+def _as_before(admin: Cluster, before: dict[str, Any]) -> None:
+    """Production as it was, byte for byte, its Envoy pods running its own resources; nothing of the run left."""
+    assert production_objects(admin, ENVOY, gateway="gateway-sizer") == before
     for namespace in ("projectcontour", "gateway-loadtest"):  # the TLS listeners' certificates: the run's namespace
         secrets = admin.core.list_namespaced_secret(namespace, label_selector=label_selector(MANAGED_BY)).items
         assert [secret.metadata.name for secret in secrets] == [], namespace
-    assert workloads.get_pod_resources(admin, ENVOY) == template
-    annotations = _gateway_annotations(admin)
-    assert workloads.CHANGED_BY not in annotations and APPLIED not in annotations, annotations
-    for pod in live_pods(admin, ENVOY):  # the provisioner rolled Envoy back out with its own resources
-        assert same_resources(running_resources(admin, pod, "envoy"), template["envoy"]), pod.metadata.name
-    assert _left_behind(admin) == []
+    assert left_behind(admin) == []
 
 
 @dataclass(frozen=True)
 class GatewayRun:
-    """A Gateway API sweep at 150m and 300m in two rounds, with the CPU limit each Envoy pod ran with sampled
-    throughout, and the gateway's ContourDeployment and template from before it."""
+    """A Gateway API sweep at 150m and 300m in two rounds through the run's own Gateway while a generator that is
+    not the sweep's sends production's Envoy a steady load, with the CPU limit each of the fleet's Envoy pods ran
+    with sampled throughout; production was checked as before by the fixture."""
 
     summary: RunSummary
     run_dir: Path
+    out: str
     sampler: LimitSampler
+    cores: int  # the node's, which Envoy's default worker count follows
     adaptive: bool  # the default search (make test-all) or a fixed schedule (the gate)
 
 
 @pytest.fixture(scope="module")
 def gateway_run(request, cluster, runner_kubeconfig, tmp_path_factory) -> GatewayRun:
-    """The gate's tests check how the run sizes Envoy and puts it back: one fixed rate per configuration and round
-    will do. The nightly test checks its knees: the default search then, one window per configuration after round
-    1's (each round costs a provisioner rollout per configuration)."""
+    """The gate's tests check how the run sizes its fleet and leaves production alone: one fixed rate per
+    configuration and round will do. The nightly test checks its knees: the default search then, one window per
+    configuration after round 1's. Production byte for byte as before, its pods never restarted or resized
+    (sampled every second), its own load served throughout; nothing of the run left afterwards."""
     _, admin = cluster
     tmp_path = tmp_path_factory.mktemp("gateway")
     adaptive = nightly_selected(request)
     schedule = {"load.windows_per_round": 1} if adaptive else {"load.search": "fixed", "load.rps": [100]}
     scenario = _scenario(tmp_path, **{"envoy.cpu": [0.15, 0.3], "load.rounds": 2, **schedule})
-    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
-    sampler = LimitSampler(admin)
+    before = production_objects(admin, ENVOY, gateway="gateway-sizer")
+    address = admin.core.read_namespaced_service(ENVOY.name, "projectcontour").spec.cluster_ip
+    watch, load = ProductionWatch(admin, ENVOY), SteadyLoad(address, PRODUCTION_RPS)
+    sampler = LimitSampler(admin, tmp_path)
     try:
         sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
-        _, err = sweep.communicate(timeout=2000)
+        out, err = sweep.communicate(timeout=2000)
     finally:
         sampler.stop()
+        load.stop()
+        changed = watch.stop()
     assert sweep.returncode == 0, err[-3000:]
-    _as_before(admin, parameters, template)
+    assert load.answered >= 0.8 * load.sent > 0, (load.sent, load.answered)
+    assert changed == [], f"production's pods changed: {changed[:3]} (first {watch.first})"
+    _as_before(admin, before)
     run_dir = run_dir_of(tmp_path)
-    return GatewayRun(load_summary(run_dir), run_dir, sampler, adaptive)
+    cores = int(admin.core.read_node("gsz-node").status.capacity["cpu"])
+    return GatewayRun(load_summary(run_dir), run_dir, out, sampler, cores, adaptive)
 
 
 @pytest.mark.timeout(2400)
-def test_a_gateway_api_sweep_sizes_envoy_through_its_contourdeployment_and_puts_it_back(gateway_run):
+def test_a_gateway_api_sizing_fleet_holds_its_limits_beside_a_loaded_production_gateway_and_goes(gateway_run):
+    """Issue 29's acceptance, Gateway API: every fleet pod at its configuration's limit in every window, resized in
+    place between them, production's traffic in no window (Envoy's counter is the sweep's own load)."""
     summary = gateway_run.summary
+    assert "preflight: the run creates a sizing fleet (a Gateway of the run's own" in gateway_run.out, gateway_run.out
     assert summary.status == "complete", summary.reason
-    assert "gateway provisioner" in (summary.limit_changes or ""), summary.limit_changes  # rounds cost rollouts
+    assert "resized in place" in (summary.limit_changes or ""), summary.limit_changes  # rounds cost no rollout
     windows = 0
     for config in summary.configs:
-        assert config.envoy.concurrency == 0  # Envoy's own worker count
+        # Envoy's own worker count, one per CPU of the node, as Envoy reports it
+        assert (config.envoy.concurrency, config.envoy.threads) == (0, gateway_run.cores)
         assert {s.round for s in config.steps} == {1, 2}
         for step in config.steps:  # every pod, through every window, ran with the configuration's CPU limit
             seen = gateway_run.sampler.during(step.started_at, step.started_at + step.window_s)
             assert seen and all(set(pods.values()) == {config.envoy.cpu_cores} for pods in seen), (step.index, seen)
+            assert not step.guards and abs(step.envoy_rps - step.rps) <= max(5.0, 0.1 * step.rps), step
             windows += 1
     assert windows >= 4  # each configuration measured in both rounds
     report = (gateway_run.run_dir / "report.md").read_text()
-    assert "| default |" in report  # the concurrency column says Envoy ran with its own default
-    # the ContourDeployment, the Gateway's listeners and annotations, Envoy's pods: as before (checked by the fixture)
+    # the concurrency column: Envoy's own default, and what it came to
+    assert f"| default ({gateway_run.cores}) |" in report
 
 
 @pytest.mark.nightly  # where the knees fell, and that they bracket: a machine whose speed moves between rounds moves it
@@ -188,19 +182,19 @@ def test_a_gateway_api_sweep_finds_a_knee_per_limit_and_twice_the_cpu_serves_mor
 
 @pytest.mark.nightly  # the gate sends SIGTERM to a classic run (test_kubernetes_faults.py); this is its gateway twin
 @pytest.mark.timeout(1200)
-def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeployment_back(
+def test_sigterm_on_a_gateway_api_run_stops_the_load_and_deletes_the_run_s_gateway_and_what_it_made(
     cluster, runner_kubeconfig, tmp_path
 ):
     _, admin = cluster
-    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
+    before = production_objects(admin, ENVOY, gateway="gateway-sizer")
     scenario = _scenario(tmp_path, **{"envoy.cpu": [0.2], "load.step_seconds": 30, "load.rounds": 1})
     sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
     run_dir = run_dir_of(tmp_path)
     try:
         wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
                        timeout_s=900, what="a measuring window under load")  # fmt: skip
-        assert _parameters(admin) != parameters  # sized through the ContourDeployment while it measures
-        assert _gateway_annotations(admin)[workloads.CHANGED_BY] == run_dir.name
+        assert workloads.replicas(admin, _fleet_envoy(run_dir.name)) == 1  # the provisioner made the run's Envoy
+        assert production_objects(admin, ENVOY, gateway="gateway-sizer") == before
         sweep.send_signal(signal.SIGTERM)
         _, err = sweep.communicate(timeout=600)
     finally:
@@ -211,7 +205,31 @@ def test_sigterm_on_a_gateway_api_run_stops_the_load_and_puts_the_contourdeploym
     assert "interrupted by SIGTERM" in err and "Traceback" not in err, err[-2000:]
     summary = load_summary(run_dir)
     assert summary.status == "interrupted" and "SIGTERM" in (summary.reason or "")
-    _as_before(admin, parameters, template)
+    _as_before(admin, before)
+
+
+@pytest.mark.timeout(1200)
+def test_restore_after_a_sigkill_deletes_the_run_s_gateway_class_parameters_and_what_the_provisioner_made(
+    cluster, runner_kubeconfig, tmp_path
+):
+    _, admin = cluster
+    before = production_objects(admin, ENVOY, gateway="gateway-sizer")
+    scenario = _scenario(tmp_path, **{"envoy.cpu": [0.2], "load.step_seconds": 30, "load.rounds": 1})
+    sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    try:
+        wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
+                       timeout_s=900, what="a measuring window under load")  # fmt: skip
+    finally:
+        sweep.send_signal(signal.SIGKILL)  # no cleanup can run
+        sweep.communicate()
+    left = left_behind(admin)
+    assert f"provisioned {_fleet_envoy(run_dir.name).name}" in left, left
+    assert f"GatewayClass {copy_name(run_dir.name)}" in left, left
+    result = run_sizer("restore", str(run_dir), timeout=600, env={"KUBECONFIG": str(runner_kubeconfig)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"deleted Gateway projectcontour/{copy_name(run_dir.name)}" in result.stdout, result.stdout
+    _as_before(admin, before)
 
 
 @pytest.mark.nightly  # a cost ratio, and 120 RPS sits near tls-new-connection's knee on a node 2x slower
@@ -220,7 +238,7 @@ def test_tls_profiles_on_a_gateway_api_install_are_served_by_https_listeners_the
     cluster, runner_kubeconfig, tmp_path
 ):
     _, admin = cluster
-    parameters, template = _parameters(admin), workloads.get_pod_resources(admin, ENVOY)
+    before = production_objects(admin, ENVOY, gateway="gateway-sizer")
     # the TLS profiles' fixed schedule (support.cluster.TLS_FIXED): how the listener serves them, not their knees
     scenario = _scenario(tmp_path, profiles=["tls", "tls-new-connection"], **TLS_FIXED)
     sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
@@ -249,4 +267,4 @@ def test_tls_profiles_on_a_gateway_api_install_are_served_by_https_listeners_the
     # this run (see tests/cluster/test_kubernetes_sweep.py)
     cost = {name: added_us_per_request(config.steps) for name, config in configs.items()}
     assert cost["tls"] > 0 and cost["tls-new-connection"] >= 2.0 * cost["tls"], (cost, windows)
-    _as_before(admin, parameters, template)
+    _as_before(admin, before)  # the listeners were the run's own Gateway's

@@ -25,6 +25,8 @@ from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.lease import lease_name
 from runner.platforms.kubernetes.loadgen import TOKEN_SECRET
 from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector, run_hash
+from runner.platforms.kubernetes.resize import live_pods
+from runner.platforms.kubernetes.sizing_copy import fleet_name
 from support.cluster import (
     ENVOY,
     NGINX,
@@ -37,6 +39,7 @@ from support.cluster import (
     wait_for_state,
 )
 from support.processes import run_sizer
+from support.production import left_behind
 from support.wait import until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -51,12 +54,15 @@ def _gateway(admin: Cluster) -> tuple[object, object, int]:
 
 
 def _assert_restored(admin: Cluster, before: tuple[object, object, int]) -> None:
+    """Production's Envoy as it was (the run measured a sizing fleet beside it), nginx's replicas back, nothing of
+    the run left: its fleet, Locust, Lease."""
     assert _gateway(admin) == before
     assert workloads.changed_by(admin, ENVOY) is None and workloads.changed_by(admin, NGINX) is None
-    selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-    assert admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector).items == []
-    leases = client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest").items
-    assert [lease.metadata.name for lease in leases] == []
+    assert left_behind(admin) == []
+
+
+def _fleet(run_dir: Path) -> workloads.Workload:
+    return workloads.Workload("Deployment", "projectcontour", fleet_name(run_dir.name), "envoy")
 
 
 def _finish(run, timeout_s: float) -> tuple[str, str]:
@@ -163,9 +169,10 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     print(f"\nunschedulable Envoy: {first['reason']}\nrun {summary['status']} in {took:.0f} s")
     assert result.returncode == 1, result.stderr[-2000:]
     assert first["status"] == "failed"
+    assert "does NOT fit" in result.stdout, result.stdout  # the preflight said so before the run
     assert re.search(
-        r"rollout of DaemonSet projectcontour/envoy not done after 30 s: pod envoy-\S+ Pending, Unschedulable: "
-        r".*Insufficient cpu.*; last event FailedScheduling",
+        r"rollout of Deployment projectcontour/gateway-sizer-envoy-\w+ not done after 30 s: pod gateway-sizer-envoy-"
+        r"\S+ Pending, Unschedulable: .*Insufficient cpu.*; last event FailedScheduling",
         first["reason"],
     ), first["reason"]
     assert first["reason"].count("Insufficient cpu") == 1, first["reason"]  # the scheduler's message once
@@ -240,9 +247,9 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     # the dead-man switch did it: not before the runner could have been silent that long, not much after
     assert HEARTBEAT_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 3 <= stopped_after <= HEARTBEAT_TIMEOUT_S + 5
     assert grown == 0
-    # nothing else was cleaned up: the gateway is patched, the Locust objects and the Lease are there
-    assert workloads.get_resources(admin, ENVOY)["limits"]["cpu"] == "150m"
-    assert workloads.changed_by(admin, ENVOY) == run_dir.name
+    # nothing else was cleaned up: the sizing fleet, the Locust objects and the Lease are there; production untouched
+    assert workloads.get_resources(admin, _fleet(run_dir))["limits"]["cpu"] == "150m"
+    assert _gateway(admin) == before and workloads.changed_by(admin, ENVOY) is None
     lease = client.CoordinationV1Api(admin.api).read_namespaced_lease(
         lease_name("projectcontour", "envoy"), "gateway-loadtest"
     )
@@ -252,7 +259,7 @@ def test_a_runner_killed_hard_leaves_no_load_and_restore_puts_everything_back(cl
     restored = run_sizer("restore", str(run_dir), timeout=900, env={"KUBECONFIG": str(kubeconfig)})
     print(f"restore took {time.monotonic() - started:.0f} s:\n{restored.stdout}")
     assert restored.returncode == 0, restored.stderr
-    assert "restored resources and args of DaemonSet projectcontour/envoy" in restored.stdout
+    assert f"deleted Deployment projectcontour/{_fleet(run_dir).name}" in restored.stdout
     _assert_restored(admin, before)
 
 
@@ -269,7 +276,7 @@ def test_sigterm_stops_the_load_restores_the_gateway_and_removes_every_object_of
         run_dir = run_dir_of(tmp_path / "results")
         wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
                        timeout_s=900, what="a measuring window under load")  # fmt: skip
-        assert workloads.changed_by(admin, ENVOY) == run_dir.name  # patched while it runs
+        assert workloads.replicas(admin, _fleet(run_dir)) == 1 and _gateway(admin) == before  # the fleet runs
         run.send_signal(signum)
         _, stderr = run.communicate(timeout=600)
     finally:
@@ -279,13 +286,12 @@ def test_sigterm_stops_the_load_restores_the_gateway_and_removes_every_object_of
     name = signal.Signals(signum).name
     assert run.returncode == 128 + signum, stderr[-2000:]
     assert f"interrupted by {name}" in stderr and "Traceback" not in stderr, stderr[-2000:]
-    _assert_restored(admin, before)  # resources, args, replicas; no Locust Deployment, no Lease
+    _assert_restored(admin, before)  # production as it was; no fleet, no Locust Deployment, no Lease
     token = f"{TOKEN_SECRET}-{run_hash(run_dir.name)}"  # the master's command token: gone with the rest
     with pytest.raises(client.ApiException) as gone:
         admin.core.read_namespaced_secret(token, "gateway-loadtest")
     assert gone.value.status == 404
-    # no load left running: every pod of the run is gone (the restore rolled Envoy out, and Contour's Envoy exports
-    # a counter only once it has counted something, so a quiet new Envoy has no sample to read)
+    # no load left running: every pod of the run is gone (the fleet's Envoy with the rest)
     selector = label_selector(MANAGED_BY)
     until(lambda: not admin.core.list_namespaced_pod("gateway-loadtest", label_selector=selector).items, 120,
           "the run's Locust pods to be gone")  # fmt: skip
@@ -293,8 +299,9 @@ def test_sigterm_stops_the_load_restores_the_gateway_and_removes_every_object_of
     assert summary["status"] == "interrupted" and name in summary["reason"]
 
 
-def _envoy_cpu_cgroups() -> list[Path]:
-    """The cgroup v1 `cpu` folders of the cluster's Envoy container and of its pod (from /proc/<pid>/cgroup)."""
+def _envoy_cpu_cgroups(pods: set[str]) -> list[Path]:
+    """The cgroup v1 `cpu` folders of the Envoy containers of the pods with these uids and of those pods (from
+    /proc/<pid>/cgroup): the sizing fleet's, never production's."""
     folders: set[Path] = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -306,7 +313,7 @@ def _envoy_cpu_cgroups() -> list[Path]:
             continue
         for line in groups.splitlines():
             _, controllers, path = line.split(":", 2)
-            if "cpu" in controllers.split(",") and "kubepods" in path:
+            if "cpu" in controllers.split(",") and "kubepods" in path and any(f"pod{uid}" in path for uid in pods):
                 container = Path("/sys/fs/cgroup/cpu") / path.lstrip("/")
                 folders |= {container, container.parent}
     return sorted(folders)
@@ -335,7 +342,7 @@ def test_envoy_without_its_cfs_quota_on_the_node_makes_the_configuration_invalid
             break
         assert run.poll() is None, run.communicate()
         time.sleep(0.5)
-    folders = _envoy_cpu_cgroups()
+    folders = _envoy_cpu_cgroups({p.metadata.uid for p in live_pods(admin, _fleet(run_dir))})
     assert folders, "no Envoy container found in the kubelet's cgroups"
     for folder in folders:  # what a kubelet with --cpu-cfs-quota=false leaves: the limit in the spec, no quota
         (folder / "cpu.cfs_quota_us").write_text("-1")

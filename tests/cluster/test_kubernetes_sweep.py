@@ -7,26 +7,31 @@ figures come through Prometheus. Needs root; on a cold cache `make cluster-up` b
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import signal
 import ssl
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from runner.commands.sweep import EXIT_INCOMPLETE
-from runner.errors import UsageError
+from runner.errors import PlatformError, UsageError
 from runner.figures import added_us_per_request, control_drift
 from runner.model import FINISHED, RunSummary
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
 from runner.platforms.kubernetes.objects import GROUP, MANAGED_BY, PLURAL, VERSION
-from runner.platforms.kubernetes.resize import live_pods, running_resources
+from runner.platforms.kubernetes.resize import live_pods
+from runner.platforms.kubernetes.sizing_copy import fleet_name
 from runner.results import load_summary
 from support.cluster import (
     ENVOY,
@@ -39,6 +44,7 @@ from support.cluster import (
 )
 from support.knees import assert_knee_says_how_it_was_found, assert_windows_bracket_the_knee
 from support.processes import run_sizer
+from support.production import ProductionWatch, SteadyLoad, left_behind, production_objects
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 COREDNS = workloads.Workload("Deployment", "kube-system", "coredns", "coredns")
@@ -50,23 +56,26 @@ REFUSED = (urllib.error.URLError, http.client.HTTPException, OSError)  # ssl.SSL
 ROUNDS_SEARCH = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.rounds": 2}
 
 
-def _envoy_pods(admin: Cluster) -> dict[str, tuple[str, int]]:
-    """Envoy's live pods: name -> (uid, restarts of the envoy container)."""
+def _fleet_pods(admin: Cluster, fleet: workloads.Workload) -> dict[str, tuple[str, int]]:
+    """The sizing fleet's live pods: name -> (uid, restarts of the envoy container)."""
     pods = {}
-    for pod in live_pods(admin, ENVOY):
-        restarts = sum(s.restart_count for s in pod.status.container_statuses or [] if s.name == "envoy")
-        pods[pod.metadata.name] = (pod.metadata.uid, restarts)
+    with contextlib.suppress(PlatformError):  # not made yet
+        for pod in live_pods(admin, fleet):
+            restarts = sum(s.restart_count for s in pod.status.container_statuses or [] if s.name == "envoy")
+            pods[pod.metadata.name] = (pod.metadata.uid, restarts)
     return pods
 
 
-def _pods_while_measuring(admin: Cluster, run_dir: Path, sweep: subprocess.Popen) -> list[dict[str, tuple[str, int]]]:
-    """Envoy's pods, sampled every second from when round 1 starts its second configuration (Envoy has rolled out
-    with the run's arguments) until every configuration has finished. A sample counts only when the summary read
-    after it shows the run still measuring, so none is taken once the restore has begun."""
+def _pods_while_measuring(
+    admin: Cluster, run_dir: Path, sweep: subprocess.Popen, fleet: workloads.Workload
+) -> list[dict[str, tuple[str, int]]]:
+    """The fleet's pods, sampled every second from when round 1 starts its second configuration until every
+    configuration has finished. A sample counts only when the summary read after it shows the run still
+    measuring, so none is taken once the restore has begun."""
     samples: list[dict[str, tuple[str, int]]] = []
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline and sweep.poll() is None:
-        pods = _envoy_pods(admin)
+        pods = _fleet_pods(admin, fleet)
         summary = run_dir / "summary.json"
         configs = json.loads(summary.read_text())["configs"] if summary.exists() else []
         if len(configs) == 2 and all(c["status"] in FINISHED for c in configs):
@@ -77,75 +86,123 @@ def _pods_while_measuring(admin: Cluster, run_dir: Path, sweep: subprocess.Popen
     return samples
 
 
+PRODUCTION_RPS = 20.0  # the steady load production's Envoy serves while the fleet is swept
+
+
+@dataclass(frozen=True)
+class ClassicRun:
+    """The default search in two rounds at 150m and 300m through the sizing fleet, as the runner's account, while a
+    generator that is not the sweep's sends production's Envoy a steady load."""
+
+    summary: RunSummary
+    out: str
+    seen: list[dict[str, tuple[str, int]]]  # the fleet's pods, sampled every second while it measured
+    changed: list[str]  # production's pods that restarted or were resized during the run (ProductionWatch)
+    production_rps: float  # what production's own Envoy counted over the run
+    production_answered: float  # the share of the steady load production answered
+
+
 @pytest.fixture(scope="module")
-def classic_run(cluster, runner_kubeconfig, tmp_path_factory) -> tuple[RunSummary, str, list, tuple]:
-    """The default search in two rounds at 150m and 300m as the runner's account: (summary, console, Envoy's pods
-    sampled every second while it measured, the gateway's resources and args before it)."""
+def classic_run(cluster, runner_kubeconfig, tmp_path_factory) -> ClassicRun:
+    """Production's DaemonSet, Service and pods byte for byte as before and nothing of the run left afterwards are
+    checked here, once the run has ended."""
     _, admin = cluster
     tmp_path = tmp_path_factory.mktemp("classic")
-    before = workloads.get_pod_resources(admin, ENVOY), workloads.get_args(admin, ENVOY)
+    before = production_objects(admin, ENVOY)
+    address = admin.core.read_namespaced_service("envoy", "projectcontour").spec.cluster_ip
+    watch = ProductionWatch(admin, ENVOY)
+    load = SteadyLoad(address, PRODUCTION_RPS)
+    started = time.time()
     scenario = scenario_file(tmp_path, **ROUNDS_SEARCH)
-    sweep = sizer("--scenario", str(scenario), "--envoy-cpus", "0.15,0.3", kubeconfig=runner_kubeconfig,
-                  results=tmp_path)  # fmt: skip
-    run_dir = run_dir_of(tmp_path)
-    seen = _pods_while_measuring(admin, run_dir, sweep)
-    out, err = sweep.communicate(timeout=1800)
+    sweep = sizer(
+        "--scenario", str(scenario), "--envoy-cpus", "0.15,0.3", kubeconfig=runner_kubeconfig, results=tmp_path
+    )
+    try:
+        run_dir = run_dir_of(tmp_path)
+        fleet = workloads.Workload("Deployment", "projectcontour", fleet_name(run_dir.name), "envoy")
+        seen = _pods_while_measuring(admin, run_dir, sweep, fleet)
+        out, err = sweep.communicate(timeout=1800)
+    finally:
+        if sweep.poll() is None:  # a failed check: stop the run cleanly (it deletes its fleet) before the next test
+            sweep.send_signal(signal.SIGINT)
+            sweep.communicate(timeout=600)
+        load.stop()
+        changed = watch.stop()
+    ended = time.time()
     assert sweep.returncode == 0, err[-3000:]
-    return load_summary(run_dir), out, seen, before
+    assert production_objects(admin, ENVOY) == before
+    assert left_behind(admin) == []
+    window = int(ended - started) - 30
+    production_rps = _rate(
+        f'sum(increase(envoy_http_downstream_rq_total{{namespace="projectcontour",pod=~"envoy-[a-z0-9]{{5}}"}}'
+        f"[{window}s]))",
+        ended,
+    )
+    answered = load.answered / max(1.0, PRODUCTION_RPS * (ended - started))
+    return ClassicRun(load_summary(run_dir), out, seen, changed, production_rps, answered)
 
 
 @pytest.mark.timeout(2400)
-def test_kubernetes_sweep_in_rounds_as_the_runner_account_resizes_envoy_in_place_and_puts_the_gateway_back(
-    cluster, classic_run
-):
+def test_a_sizing_fleet_swept_in_rounds_as_the_runner_account_beside_a_loaded_production_gateway(cluster, classic_run):
+    """Issue 29's acceptance, classic install: a sweep at two CPU limits through the sizing fleet (the default);
+    production's pods never restarted or resized (sampled every second), production's traffic in no window, the
+    fleet resized in place between rounds."""
     _, admin = cluster
-    summary, out, seen, (before, args_before) = classic_run
+    summary, out, seen = classic_run.summary, classic_run.out, classic_run.seen
+    assert "preflight: the run creates a sizing fleet" in out and "production's objects are only read" in out, out
     assert summary.platform == "kubernetes" and summary.status == "complete"
     assert (summary.environment.kubernetes or "").startswith("v1.34")
+    fleet_facts = summary.environment.fleet
+    assert fleet_facts is not None and fleet_facts.copied_from == "DaemonSet projectcontour/envoy", fleet_facts
     # the runner's account reads no node: the CPU manager policy is recorded as unknown, with the reason
     isolation = summary.environment.isolation
     assert isolation is not None and (isolation.cpu_manager_policy or "").startswith("unknown ("), isolation
     assert summary.rounds is not None and [r.number for r in summary.rounds.rounds] == [1, 2]
+    cores = int(admin.core.read_node("gsz-node").status.capacity["cpu"])
     for config in summary.configs:
         assert config.status == "saturated", (config.reason, config.search)
         knee = config.knee
         assert knee is not None, config.reason
         # the rounds fit of 2 rounds, or with one dropped out of it one pass's or interpolated: the search says which
         assert_knee_says_how_it_was_found(config, summary.threshold, planned=2)
-        assert config.envoy.concurrency == 1  # auto: one worker per started core, set by the patch
+        # production's threads: its args set no --concurrency, so Envoy runs one per CPU of the node, as read
+        assert (config.envoy.concurrency, config.envoy.threads) == (-1, cores), config.envoy
         assert all(s.throttled_share is not None for s in config.steps)  # cAdvisor's CFS counters reach the run
         assert any(s.throttled_share for s in config.steps if s.cpu_utilization_mean >= 0.9)  # the kubelet's quota
+        # production's steady load appears in no window: Envoy counted what Locust sent
+        for step in config.steps:
+            assert not step.guards, (step.index, step.guards)
+            assert abs(step.envoy_rps - step.rps) <= max(5.0, 0.1 * step.rps), (step.envoy_rps, step.rps)
         # two rounds give no interval (one from the scatter between rounds needs three), and the search says so
         if knee.method == "rounds":
             assert knee.interval is None and config.search is not None and "no interval" in config.search, config.search
-    # from round 1's second configuration to the last window the kubelet resized the same pods in place: no
-    # rollout, no restart (restore then rolls the original arguments back out). Round 2 visits both configurations,
-    # so at least one resize to the other limit falls in that span (sampled every second)
-    assert len(seen) >= 10 and all(pods == seen[0] for pods in seen), f"Envoy's pods changed between rounds: {seen}"
+    # production served the steady load the whole time (counted by its own Envoy, through Prometheus)
+    assert classic_run.production_answered >= 0.8, classic_run.production_answered
+    assert classic_run.production_rps >= 0.8 * PRODUCTION_RPS, classic_run.production_rps
+    # from round 1's second configuration to the last window the kubelet resized the fleet's same pods in place: no
+    # rollout, no restart. Round 2 visits both configurations, so at least one resize to the other limit falls in
+    # that span (sampled every second)
+    assert len(seen) >= 10 and all(pods == seen[0] for pods in seen), f"the fleet's pods changed: {seen}"
     # the control window, measured in both rounds, states the machine's drift on the console
     drift = control_drift(summary)
     assert drift is not None and len(drift.rounds) == 2, summary.rounds
     assert f"speed moved +-{drift.spread:.1%}" in out, out[-2000:]
-    assert workloads.get_pod_resources(admin, ENVOY) == before
-    assert workloads.get_args(admin, ENVOY) == args_before
-    assert workloads.changed_by(admin, ENVOY) is None
-    for pod in live_pods(admin, ENVOY):  # the pods run with the template's resources again
-        assert running_resources(admin, pod, "envoy") == (before["envoy"] or None) or not before["envoy"], pod
-    selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-    for listed in (
-        admin.apps.list_namespaced_deployment("gateway-loadtest", label_selector=selector),
-        admin.core.list_namespaced_service("gateway-loadtest", label_selector=selector),
-        admin.core.list_namespaced_config_map("gateway-loadtest", label_selector=selector),
-        client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest"),
-    ):
-        assert [o.metadata.name for o in listed.items] == []
+    assert classic_run.changed == [], f"production's pods changed: {classic_run.changed[:3]}"
+
+
+def _rate(query: str, at: float) -> float:
+    """One figure from the cluster's Prometheus: a query's value per second over its range."""
+    url = f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{at:.0f}"})
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        result = json.loads(answer.read())["data"]["result"]
+    seconds = float(query.rsplit("[", 1)[1].split("s]")[0])
+    return float(result[0]["value"][1]) / seconds if result else 0.0
 
 
 @pytest.mark.nightly  # two rounds give no interval: a machine whose speed moved between them moves the knee's point
 @pytest.mark.timeout(2400)
 def test_the_classic_sweeps_knees_lie_where_its_windows_cross_the_threshold(classic_run):
-    summary = classic_run[0]
-    for config in summary.configs:
+    for config in classic_run.summary.configs:
         assert_windows_bracket_the_knee(config)  # measured, not assumed
 
 

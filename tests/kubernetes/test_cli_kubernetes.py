@@ -31,6 +31,7 @@ from runner.scenario import load_scenario
 from support.k8s import ORIGINAL, create, gateway, locust_spec, scenario_file, workload
 from support.processes import one_line, run_sizer
 from support.project import TESTS, child_env
+from support.synthetic_prometheus import envoy_pod, synthetic_prometheus
 from support.wait import until
 
 pytestmark = pytest.mark.kubernetes
@@ -76,7 +77,7 @@ def test_a_fleet_on_kubernetes_is_refused_in_one_line_before_the_cluster_is_reac
 def test_a_gateway_that_does_not_exist_is_one_line(apiserver, admin, namespace, tmp_path):
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig)
     one_line(
-        run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")),
+        run_sizer("sweep", "--live", "--scenario", str(scenario), "--results", str(tmp_path / "r")),
         f"no DaemonSet or Deployment {namespace}/envoy",
     )
 
@@ -90,15 +91,16 @@ def test_unreachable_prometheus_is_one_line_and_leaves_nothing_patched(
     url = {"url": f"http://127.0.0.1:{free_port()}"} if prometheus == "url" else {}
     # a 5 s retry budget: the default 45 s would only make the refused connection take longer to report
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, prometheus={"retry_seconds": 5, **url})
-    line = one_line(run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus")
+    line = one_line(
+        run_sizer("sweep", "--live", "--scenario", str(scenario), "--results", str(tmp_path / "r")), "Prometheus"
+    )
     if prometheus == "service-proxy":  # no Service monitoring/prometheus here: name the cluster's own
         assert "prometheus.service" in line and "<release>-kube-prometheus-prometheus" in line, line
     envoy = wl.Workload("DaemonSet", namespace, "envoy", "envoy")
     assert wl.get_resources(admin, envoy) == ORIGINAL
     assert wl.replicas(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == 2
     assert admin.apps.list_namespaced_deployment(namespace).items[0].metadata.name == "nginx"  # no Locust objects
-    summary = json.loads((tmp_path / "r" / "latest" / "summary.json").read_text())
-    assert summary["status"] == "failed" and "Prometheus" in summary["reason"]
+    assert not (tmp_path / "r").exists()  # refused by the preflight, before a run directory exists
 
 
 # A run killed hard after its changes, through the platform's own steps: the Lease taken, the originals
@@ -116,11 +118,13 @@ CRASHING_RUN = textwrap.dedent("""
     from support.k8s import locust_spec
     scenario = load_scenario(sys.argv[1])
     store = RunStore.create(scenario, Path(sys.argv[2]))
-    platform = KubernetesPlatform(scenario, store.run_dir)
+    platform = KubernetesPlatform(scenario, store.run_dir, live=True)
     platform.lease_duration_s = LEASE_S
     platform.cluster = connect(scenario.kubernetes.kubeconfig)
     platform.claim(platform.cluster)
-    platform.patch(plan_sweep(scenario).configurations[0])
+    config = plan_sweep(scenario).configurations[0]
+    platform.patch(config)
+    platform.fleet.size(platform.cluster, config, fresh=False)
     ns = scenario.kubernetes.namespace
     create_locust(platform.cluster, locust_spec(ns, run_id=store.run_dir.name, gateway=f"{ns}/envoy"), platform.changes)
     print(store.run_dir, flush=True)
@@ -172,7 +176,7 @@ def _assert_restored(admin, namespace: str) -> None:
 
 def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, tmp_path):
     gateway(admin, namespace)
-    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
 
     result = run_sizer("restore", str(run_dir), "--no-wait")
@@ -190,15 +194,20 @@ def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, 
 def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apiserver, admin, namespace, tmp_path):
     """H3: the resumed attempt finds the gateway patched; it must not record that as the originals."""
     gateway(admin, namespace)
-    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
     recorded = json.loads((run_dir / FILE_NAME).read_text())["originals"]
     assert recorded[0]["resources"] == {"envoy": ORIGINAL} and recorded[0]["args"] is None
 
-    # the resumed attempt waits for the killed attempt's Lease to expire and takes it over, accepts the
-    # changes as its own, then fails on Prometheus (none here) and on its way out restores the originals
-    result = run_sizer("sweep", "--resume", str(run_dir))
-    one_line(result, "Prometheus")
+    # the resumed attempt passes its preflight (the gateway's changes are its own run's), waits for the killed
+    # attempt's Lease to expire and takes it over, accepts the changes as its own, then fails on its Locust master
+    # (no kubelet runs here: its rollout times out) and on its way out restores the originals
+    scenario_data = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    with synthetic_prometheus(tmp_path, envoy_pod(namespace, "envoy-none", rps=0.0, cores=0.0)) as url:
+        scenario_data["prometheus"]["url"] = url
+        (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario_data))
+        result = run_sizer("sweep", "--live", "--resume", str(run_dir), timeout=120)
+    one_line(result, "rollout of Deployment", "locust-master-")
     after = json.loads((run_dir / FILE_NAME).read_text())
     assert [o["resources"] for o in after["originals"]] == [o["resources"] for o in recorded]
     assert [o["args"] for o in after["originals"]] == [None, None]
@@ -208,11 +217,11 @@ def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apise
 
 def test_a_new_run_refuses_a_gateway_that_carries_a_killed_runs_changes(apiserver, admin, namespace, tmp_path):
     gateway(admin, namespace)
-    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
     run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
     until(lambda: _lease_expired(admin, namespace), KILLED_LEASE_S + 10, "the killed run's Lease to expire")
     # once its Lease has expired, its annotation still protects the gateway
-    result = run_sizer("sweep", "--scenario", str(scenario), "--results", str(tmp_path / "new"))
+    result = run_sizer("sweep", "--live", "--scenario", str(scenario), "--results", str(tmp_path / "new"))
     one_line(
         result,
         f"DaemonSet {namespace}/envoy still carries changes of run {run_dir.name} that were never restored",
@@ -250,14 +259,16 @@ def _fill(folder: Path) -> None:
 def test_undo_goes_on_past_a_full_disk_and_reports_every_failure_together(apiserver, admin, namespace, small_disk):
     gateway(admin, namespace)
     scenario = load_scenario(
-        str(scenario_file(small_disk, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4))
+        str(scenario_file(small_disk, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto"))
     )
     run_dir = small_disk / "run"
     run_dir.mkdir()
-    platform = KubernetesPlatform(scenario, run_dir)
+    platform = KubernetesPlatform(scenario, run_dir, live=True)
     platform.cluster = admin
     platform.claim(admin)
-    platform.patch(plan_sweep(scenario).configurations[0])
+    config = plan_sweep(scenario).configurations[0]
+    platform.patch(config)
+    platform.fleet.size(admin, config, fresh=False)
     create_locust(admin, locust_spec(namespace, run_id=run_dir.name, gateway=f"{namespace}/envoy"), platform.changes)
     _fill(small_disk)  # from here no save of kubernetes-originals.json can succeed
     with pytest.raises(PlatformError) as incomplete:

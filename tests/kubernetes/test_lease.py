@@ -54,6 +54,7 @@ def test_a_second_sweep_on_a_gateway_is_refused_with_one_line_naming_the_holder(
         until(lambda: first.renewals >= 2, 10, "two renewals of the first run's Lease")
         result = run_sizer(
             "sweep",
+            "--live",
             "--scenario",
             str(scenario_file(tmp_path, namespace, apiserver.kubeconfig)),
             "--results",

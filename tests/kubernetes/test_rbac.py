@@ -103,10 +103,11 @@ def test_the_runner_account_reaches_prometheus_through_the_service_proxy_and_no_
 
 
 def test_describe_records_nodes_it_may_not_read_instead_of_failing(runner_account, tmp_path):
-    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}})
-    platform = KubernetesPlatform(scenario, tmp_path / "run")
+    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]},
+                               "kubernetes": {"target": "live"}})  # fmt: skip
+    platform = KubernetesPlatform(scenario, tmp_path / "run", live=True)
     platform.cluster = runner_account
-    platform.envoy = wl.Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+    platform.fleet.find(runner_account)
     facts = platform.describe()
     assert facts["kubernetes"].startswith("v1.34")
     assert "nodes" not in facts  # nothing guessed
@@ -267,3 +268,29 @@ def _lease_body(name: str) -> dict:
 def test_the_runner_account_is_denied_outside_its_scope(runner_account, action, attempt):
     with pytest.raises(UsageError, match="forbidden"):
         attempt(runner_account)
+
+
+def test_the_runner_account_creates_and_deletes_a_sizing_fleet_beside_envoy_and_only_reads_production(
+    runner_account, admin, tmp_path
+):
+    envoy = admin.apps.read_namespaced_daemon_set("envoy", "projectcontour")
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "envoy", "uid": envoy.metadata.uid}
+    metadata = {"name": "envoy-rbac1", "labels": {"app": "envoy"}, "ownerReferences": [owner]}
+    spec = {"nodeName": "node-a", "containers": [{"name": "envoy", "image": "x"}]}
+    admin.core.create_namespaced_pod("projectcontour", {"metadata": metadata, "spec": spec})
+    before = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))
+    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}})
+    platform = KubernetesPlatform(scenario, tmp_path / "20261128-000000-rbac")
+    platform.cluster = runner_account
+    try:
+        platform.claim(runner_account)
+        name = platform.fleet.workload.name
+        assert admin.apps.read_namespaced_deployment(name, "projectcontour").spec.replicas == 1
+        assert admin.core.read_namespaced_service(name, "projectcontour").spec.type == "ClusterIP"
+    finally:
+        platform.stop()
+        admin.core.delete_namespaced_pod("envoy-rbac1", "projectcontour")
+    assert [d.metadata.name for d in admin.apps.list_namespaced_deployment("projectcontour").items
+            if d.metadata.name.startswith("gateway-sizer-")] == []  # fmt: skip
+    after = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))
+    assert after == before

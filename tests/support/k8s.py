@@ -95,19 +95,37 @@ def gateway(admin: Cluster, namespace: str) -> None:
 
 
 def scenario_file(
-    tmp_path: Path, namespace: str, kubeconfig: Path, envoy_cpu: float = 0.5, replicas: int = 3, **extra: object
+    tmp_path: Path,
+    namespace: str,
+    kubeconfig: Path,
+    envoy_cpu: float = 0.5,
+    replicas: int = 3,
+    *,
+    target: str = "live",
+    concurrency: str | None = None,
+    **extra: object,
 ) -> Path:
     """A kubernetes scenario for the `gateway` in `namespace` (its rollouts time out after 5 s), written under
-    tmp_path."""
+    tmp_path. `target`: live by default (the tests of what a run does to a gateway it patches; a CLI run then needs
+    --live too), or sizing (a fleet beside it); `concurrency`: Envoy's threads (default: production's)."""
+    envoy: dict[str, object] = {"cpu": [envoy_cpu], "workload": {"namespace": namespace, "name": "envoy",
+                                                                  "container": "envoy"}}  # fmt: skip
+    if concurrency is not None:
+        envoy["concurrency"] = concurrency
     data = {
         "name": "k8s-test",
         "platform": "kubernetes",
-        "envoy": {"cpu": [envoy_cpu], "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"}},
+        "envoy": envoy,
         "backend": {
             "replicas": [replicas],
             "workload": {"namespace": namespace, "name": "nginx", "container": "nginx"},
         },
-        "kubernetes": {"kubeconfig": str(kubeconfig), "namespace": namespace, "rollout_timeout_seconds": 5},
+        "kubernetes": {
+            "kubeconfig": str(kubeconfig),
+            "namespace": namespace,
+            "rollout_timeout_seconds": 5,
+            "target": target,
+        },
         **extra,
     }
     path = tmp_path / "scenario.yaml"

@@ -52,6 +52,7 @@ class ClassicLive(EnvoyFleet):
 
     def find(self, cluster: Cluster) -> None:
         self.production = self._workload = workloads.find(cluster, self.scenario.envoy.workload, "envoy")
+        workloads.refuse_foreign_changes(self._workload, workloads.changed_by(cluster, self._workload), self.run_id)
         self.found_labels = dict(workloads.read(cluster, self._workload).spec.selector.match_labels or {})
         _refuse_replicas(self.scenario.envoy.replicas, self._workload)
 
@@ -133,8 +134,9 @@ class ProvisionedLive(EnvoyFleet):
         return False  # the provisioner sizes the sidecar and the init container: Burstable pods
 
     def find(self, cluster: Cluster) -> None:
-        self.parameters = provisioned.find(cluster, self.scenario)
-        self.production = self.parameters.envoy
+        self.parameters = found = provisioned.find(cluster, self.scenario)
+        workloads.refuse_foreign_changes(found.gateway, gateway_object.changed_by(cluster, found), self.run_id)
+        self.production = found.envoy
         self.found_labels = dict(workloads.read(cluster, self.production).spec.selector.match_labels or {})
         _refuse_replicas(self.scenario.envoy.replicas, self.parameters.gateway)
 

@@ -137,6 +137,13 @@ class GatewayLease:
             f"wait for that run to end; a run killed hard frees it {holding.duration_s} s after its last renewal",
         )
 
+    def refuse_if_held(self, *, for_run: str) -> None:
+        """GatewayBusyError when a run other than `for_run` holds the Lease now (a read: the preflight's check;
+        a resumed run's own killed attempt is waited for when it acquires)."""
+        holding = self.read()
+        if holding is not None and not holding.expired(self._now()) and holding.run_id != for_run:
+            raise self.busy_error(holding)
+
     # -- holding ----------------------------------------------------------------------------------
     def acquire(self) -> None:
         """Take the Lease: create it, renew our own, or take over an expired one. GatewayBusyError (one

@@ -30,6 +30,7 @@ from runner.metrics import CFS_PERIODS, CPU_SAMPLES, ENVOY_REQUESTS, MIN_CPU_SAM
 from runner.plan import Plan
 from runner.platforms.kubernetes.connection import Cluster, connect
 from runner.platforms.kubernetes.fleet import EnvoyFleet, pods_regex
+from runner.platforms.kubernetes.lease import lease_for
 from runner.platforms.kubernetes.node_room import node_room
 from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.platforms.kubernetes.resize import live_pods
@@ -92,9 +93,13 @@ def _pods(cluster: Cluster, workload: Workload) -> list[Any]:
     return sorted(live_pods(cluster, workload), key=lambda p: p.metadata.name)
 
 
-def _present(metrics: Metrics, template: str, selector: Selector, *, with_container: bool = True) -> set[str]:
-    """The pods with a sample of a counter in the last SPACING_WINDOW_S."""
-    query = template.format(sel=selector.matchers(with_container=with_container), range=f"{SPACING_WINDOW_S:g}s")
+ANYWHERE = 'namespace=~".+"'  # a label matcher every container's series has
+
+
+def _present(metrics: Metrics, template: str, selector: Selector | None, *, with_container: bool = True) -> set[str]:
+    """The pods with a sample of a counter in the last SPACING_WINDOW_S (`selector` None: of any pod)."""
+    matchers = ANYWHERE if selector is None else selector.matchers(with_container=with_container)
+    query = template.format(sel=matchers, range=f"{SPACING_WINDOW_S:g}s")
     return {s["metric"].get("pod", "?") for s in metrics.instant(query)}
 
 
@@ -120,10 +125,9 @@ def check_series(report: Preflight, metrics: Metrics, scenario: Scenario, select
             PROMETHEUS_HINT,
         )
         return
-    everywhere = Selector(".+", ".+")
-    cfs = _present(metrics, CFS_PERIODS, everywhere, with_container=False)
+    cfs = _present(metrics, CFS_PERIODS, None)
     requests = _present(metrics, ENVOY_REQUESTS, selector, with_container=False)
-    counted = requests or _present(metrics, ENVOY_REQUESTS, everywhere, with_container=False)
+    counted = requests or _present(metrics, ENVOY_REQUESTS, None)
     if not cfs:
         report.refuse(
             "Prometheus has no container_cpu_cfs_periods_total for any container (cAdvisor's CFS counters, how "
@@ -226,11 +230,13 @@ def check_safe(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet) -> None:
         raise found.problem
 
 
-def run_preflight(scenario: Scenario, plan: Plan, *, live: bool) -> Preflight:
-    """The preflight of a run not started yet: the cluster and Prometheus read, nothing created or changed (its
-    fleet's objects are named for a run to come)."""
+def run_preflight(scenario: Scenario, plan: Plan, *, live: bool, run_id: str | None = None) -> Preflight:
+    """The preflight of a run not started yet (`run_id`: one being resumed): the cluster and Prometheus read,
+    nothing created or changed (a new run's fleet's objects are named for a run to come)."""
     k8s = scenario.kubernetes
     cluster = connect(k8s.kubeconfig, k8s.context)
-    fleet = fleet_for(scenario, PLANNED_RUN, ClusterChanges(Path(os.devnull)), live=live)
+    run = run_id or PLANNED_RUN
+    fleet = fleet_for(scenario, run, ClusterChanges(Path(os.devnull)), live=live)
     fleet.find(cluster)
+    lease_for(cluster, scenario, run, str(fleet.production)).refuse_if_held(for_run=run)  # one run per gateway
     return preflight(cluster, connect_prometheus(cluster, scenario), fleet, plan)

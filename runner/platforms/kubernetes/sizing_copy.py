@@ -265,9 +265,11 @@ class ClassicSizing(EnvoyFleet):
     def size(self, cluster: Cluster, config: Configuration, *, fresh: bool) -> bool:
         assert self._sizing is not None, "claimed first"
         timeout_s = self.scenario.kubernetes.rollout_timeout_s
-        if self.applied is None:  # the pods it was created with: they come up now
+        if self.applied is None:  # the pods it was created with (or, for another first configuration, new ones)
+            self._sizing.patch(cluster, config, config.envoy_replicas)
             workloads.wait_rolled_out(cluster, self.workload, timeout_s)
-        rolled = size_template(
+            return True
+        return size_template(
             self._sizing,
             cluster,
             config,
@@ -278,7 +280,6 @@ class ClassicSizing(EnvoyFleet):
             refused=self._refused,
             resize_ok=self.resize_refused is None,
         )
-        return rolled or self.applied is None
 
     def _refused(self, why: str) -> None:
         self.resize_refused = why

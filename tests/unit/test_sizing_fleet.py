@@ -1,0 +1,219 @@
+"""The sizing fleet as data: the pod template cloned from production's, its Service's ports, the ContourDeployment
+copied from the user's, Envoy's args per thread count, where the Locust workers go; the scenario's target and
+thread axis. (tests/kubernetes/test_sizing_fleet.py creates them on a real API server; tests/cluster sweeps them.)"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from runner.errors import ScenarioError, UsageError
+from runner.model import ConfigResult, EnvoyResources, FleetFacts
+from runner.plan import plan_sweep
+from runner.platforms.kubernetes.loadgen import worker_placement
+from runner.platforms.kubernetes.objects import run_hash
+from runner.platforms.kubernetes.platform import KubernetesPlatform
+from runner.platforms.kubernetes.sizing_copy import clone_template, service_of, service_ports
+from runner.platforms.kubernetes.sizing_gateway import copied_parameters, http_port
+from runner.platforms.kubernetes.template_sizing import args_for
+from runner.report.threads import threads_advice
+from runner.scenario import Overrides, load_scenario, parse_scenario
+from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+
+ARGS = ["-c", "/config/envoy.json", "--service-cluster $(CONTOUR_NAMESPACE)", "--log-level info"]
+# Contour's quickstart Envoy pod template (examples/contour/03-envoy.yaml), as the API serves it, with what a
+# production install adds: a priority class, a spread rule over its own pods, a node selector.
+PRODUCTION = {
+    "metadata": {"labels": {"app": "envoy"}, "annotations": {"prometheus.io/scrape": "true",
+                                                               "kubectl.kubernetes.io/restartedAt": "yesterday"}},
+    "spec": {
+        "priorityClassName": "system-node-critical",
+        "nodeSelector": {"role": "edge"},
+        "tolerations": [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "envoy"}}, "topologyKey": "kubernetes.io/hostname"}]},
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}},
+        },
+        "terminationGracePeriodSeconds": 300,
+        "initContainers": [{"name": "envoy-initconfig", "args": ["bootstrap", "/config/envoy.json"],
+                            "volumeMounts": [{"name": "envoycert", "mountPath": "/certs"}]}],
+        "containers": [
+            {"name": "shutdown-manager", "args": ["envoy", "shutdown-manager"]},
+            {"name": "envoy", "args": ARGS, "ports": [
+                {"containerPort": 8080, "hostPort": 80, "name": "http"},
+                {"containerPort": 8443, "hostPort": 443, "name": "https"},
+                {"containerPort": 8002, "name": "metrics"}]},
+        ],
+        "volumes": [{"name": "envoycert", "secret": {"secretName": "envoycert"}}],
+    },
+}  # fmt: skip
+LABELS = {"app.kubernetes.io/name": "gateway-sizer-envoy", "gateway-sizer/run": "r"}
+SIZED = {"envoy": {"limits": {"cpu": "500m"}, "requests": {"cpu": "500m"}}}
+
+
+def test_the_clone_keeps_the_same_envoy_and_changes_only_labels_sizes_placement_and_what_would_clash():
+    template, notes = clone_template(PRODUCTION, LABELS, SIZED, ("envoy", ARGS), None, "node-a")
+    spec = template["spec"]
+    assert template["metadata"] == {"labels": LABELS, "annotations": {"prometheus.io/scrape": "true"}}
+    # the same Envoy: bootstrap, args, the Secret it mounts, tolerations, node selector, the zone rule
+    assert spec["initContainers"] == PRODUCTION["spec"]["initContainers"]
+    assert spec["containers"][1]["args"] == ARGS and spec["containers"][1]["resources"] == SIZED["envoy"]
+    assert spec["volumes"] == PRODUCTION["spec"]["volumes"] and spec["tolerations"] == PRODUCTION["spec"]["tolerations"]
+    assert spec["nodeSelector"] == {"role": "edge"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+                      "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]  # fmt: skip
+    # no clash with production's pods on that node, no preemption, no rule about production's own pods
+    assert all("hostPort" not in p for p in spec["containers"][1]["ports"])
+    assert "podAntiAffinity" not in spec["affinity"] and "priorityClassName" not in spec
+    assert spec["terminationGracePeriodSeconds"] == 10
+    assert notes == ["no priority class (it never preempts a pod)",
+                     "no hostPorts (production's pods publish 8080, 8443 on their nodes)"]  # fmt: skip
+    assert PRODUCTION["spec"]["containers"][1]["ports"][0]["hostPort"] == 80  # production's copy untouched
+
+
+def test_the_scenario_s_node_selector_replaces_the_node_and_host_network_becomes_the_pod_network():
+    production = copy.deepcopy(PRODUCTION)
+    production["spec"].update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    template, notes = clone_template(production, LABELS, SIZED, ("envoy", None), {"pool": "sizing"}, "node-a")
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {"pool": "sizing"} and "matchFields" not in str(spec["affinity"])
+    assert (spec["hostNetwork"], spec["dnsPolicy"]) == (False, "ClusterFirst") and "args" not in spec["containers"][1]
+    assert "the pod network, not the host's (production's Envoy holds the node's ports)" in notes
+
+
+def test_the_fleet_service_has_production_s_ports_and_the_fleet_url_keeps_the_gateway_s_port():
+    production = {"spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30080,
+                                      "protocol": "TCP"}]}}  # fmt: skip
+    assert service_ports(production, []) == [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]
+    assert service_ports(None, [{"containerPort": 8080, "name": "http"}]) == [
+        {"name": "http", "port": 8080, "targetPort": 8080}
+    ]
+    assert service_of("http://envoy.projectcontour.svc.cluster.local") == ("projectcontour", "envoy")
+    assert service_of("http://envoy.projectcontour:8080") == ("projectcontour", "envoy")
+    assert service_of("http://10.96.0.30") is None and service_of("http://gateway.example.com") is None
+    scenario = load_scenario("local", Overrides(platform="kubernetes"))
+    scenario = scenario.model_copy(update={"kubernetes": scenario.kubernetes.model_copy(
+        update={"gateway_url": "http://envoy.projectcontour.svc.cluster.local:8080"})})  # fmt: skip
+    fleet = KubernetesPlatform(scenario, Path("/tmp/r1")).fleet
+    assert fleet.gateway_url == f"http://gateway-sizer-envoy-{run_hash('r1')}.projectcontour.svc.cluster.local:8080"
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "args"),
+    [
+        (PRODUCTION_CONCURRENCY, ARGS),
+        (ENVOY_DEFAULT_CONCURRENCY, ARGS),
+        (4, [*ARGS, "--concurrency", "4"]),
+    ],
+    ids=["production", "default", "four"],
+)
+def test_envoy_s_args_per_thread_count_start_from_production_s(concurrency, args):
+    assert args_for(ARGS, concurrency) == args
+    assert args_for([*ARGS, "--concurrency 16"], concurrency) == (
+        [*ARGS, "--concurrency 16"] if concurrency == PRODUCTION_CONCURRENCY else args
+    )
+    assert args_for(None, ENVOY_DEFAULT_CONCURRENCY) is None and args_for(None, PRODUCTION_CONCURRENCY) is None
+
+
+def test_the_copied_contour_deployment_is_the_user_s_but_a_cheap_deployment_of_the_run_s_own():
+    user = {"spec": {
+        "envoy": {"workloadType": "DaemonSet", "daemonSet": {"updateStrategy": {"type": "RollingUpdate"}},
+                  "logLevel": "warn", "networkPublishing": {"type": "LoadBalancerService"},
+                  "nodePlacement": {"nodeSelector": {"a": "b"}, "tolerations": [{"key": "edge"}]}},
+        "contour": {"replicas": 2}, "runtimeSettings": {"ingress": {"classNames": []}, "envoy": {"listener": {}}},
+        "resourceLabels": {"team": "x"}}}  # fmt: skip
+    spec = copied_parameters(user, "gateway-sizer-abc", SIZED["envoy"], 2, {"kubernetes.io/hostname": "n"}, "run-1")
+    envoy = spec["envoy"]
+    assert envoy["workloadType"] == "Deployment" and envoy["deployment"] == {"replicas": 2}
+    assert "daemonSet" not in envoy and envoy["logLevel"] == "warn" and envoy["resources"] == SIZED["envoy"]
+    assert envoy["networkPublishing"] == {"type": "ClusterIPService"}
+    assert envoy["nodePlacement"] == {"nodeSelector": {"kubernetes.io/hostname": "n"}, "tolerations": [{"key": "edge"}]}
+    assert spec["contour"] == {"deployment": {"replicas": 1}}
+    assert spec["runtimeSettings"] == {"ingress": {"classNames": ["gateway-sizer-abc"]}, "envoy": {"listener": {}}}
+    assert spec["resourceLabels"] == {"team": "x", "gateway-sizer/run": "run-1"}
+    assert user["spec"]["envoy"]["workloadType"] == "DaemonSet"  # the user's untouched
+    assert (
+        http_port({"spec": {"listeners": [{"protocol": "HTTPS", "port": 443}, {"protocol": "HTTP", "port": 8080}]}})
+        == 8080
+    )
+
+
+def test_workers_keep_off_the_fleet_s_nodes_unless_the_scenario_names_theirs():
+    assert worker_placement({"pool": "load"}, ("projectcontour", LABELS)) == {"nodeSelector": {"pool": "load"}}
+    placed = worker_placement(None, ("projectcontour", LABELS))
+    (term,) = placed["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"labelSelector": {"matchLabels": LABELS}, "namespaces": ["projectcontour"],
+                                       "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+    assert worker_placement(None, None) == {}
+
+
+def _kubernetes(**kubernetes: object) -> dict:
+    return {"name": "t", "platform": "kubernetes", "envoy": {"cpu": [0.25, 0.5]}, "kubernetes": kubernetes}
+
+
+def test_threads_default_to_production_s_on_kubernetes_and_are_an_axis_with_keys_of_their_own():
+    scenario = parse_scenario(_kubernetes())
+    assert scenario.envoy.concurrency == ("production",) and scenario.kubernetes.target == "sizing"
+    keys = [c.key for c in plan_sweep(scenario).configurations]
+    assert all(",threads=-1," in key for key in keys)
+    axis = parse_scenario({**_kubernetes(), "envoy": {"cpu": [0.5], "concurrency": ["production", 2]}})
+    configs = plan_sweep(axis).configurations
+    assert [c.envoy_concurrency for c in configs] == [PRODUCTION_CONCURRENCY, 2] and len({c.key for c in configs}) == 2
+    assert configs[1].label.endswith("2 threads, nginx x1, poisson arrivals")
+    local = load_scenario("local")  # one per started core: keys and labels as before threads were an axis
+    assert all("threads" not in c.key for c in plan_sweep(local).configurations)
+    assert load_scenario("local", Overrides(envoy_threads="1,2,4")).envoy.concurrency == (1, 2, 4)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"name": "t", "envoy": {"cpu": [0.25], "concurrency": "production"}},
+         "envoy.concurrency: production is the production gateway's thread count"),
+        ({**_kubernetes(), "contour": {"resources": [{"cpu": 1}]}},
+         "contour.resources: the sizing fleet shares production's Contour"),
+        (_kubernetes(target="production"), "kubernetes.target"),
+        (_kubernetes(sizing={"node_selector": {"bad key!": "x"}}), "is not a label key"),
+    ],
+)  # fmt: skip
+def test_what_a_target_cannot_do_is_one_line_before_anything_starts(data, message):
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario(data)
+
+
+def test_live_needs_the_command_line_too_a_scenario_file_alone_never_sizes_production(tmp_path):
+    scenario = parse_scenario(_kubernetes(target="live"))
+    with pytest.raises(UsageError) as refused:
+        KubernetesPlatform(scenario, tmp_path / "run")
+    assert refused.value.one_line() == (
+        "kubernetes.target: live changes the production gateway itself (Envoy projectcontour/envoy), and the command "
+        "line did not say --live: size a sizing fleet beside it (kubernetes.target: sizing, the default), or add "
+        "--live to the command line"
+    )
+    assert KubernetesPlatform(scenario, tmp_path / "run", live=True).fleet.shape == "the production Envoy (live)"
+
+
+def _config(concurrency: int, threads: int | None) -> ConfigResult:
+    envoy = EnvoyResources(cpu=0.5, memory="256Mi", concurrency=concurrency, threads=threads)
+    return ConfigResult(key="k", label="l", envoy=envoy, backend={"replicas": 1})
+
+
+def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_production():
+    unset = FleetFacts(target="a sizing fleet", workload="w", production_concurrency=None)
+    assert threads_advice(_config(PRODUCTION_CONCURRENCY, 16), unset) == (
+        "the figures hold for Envoy with 16 worker threads, as production runs it: nothing to set; production sets "
+        "no --concurrency (one per CPU of its node)"
+    )
+    assert threads_advice(_config(2, 2), unset) == (
+        "the figures hold for Envoy with --concurrency 2: set it in production Envoy's args; production sets no "
+        "--concurrency (one per CPU of its node)"
+    )
+    assert threads_advice(_config(ENVOY_DEFAULT_CONCURRENCY, 2), None) == (
+        "the figures hold for Envoy's default, one worker thread per CPU of its node (2 on the node measured): the "
+        "same holds on nodes with as many CPUs; elsewhere set --concurrency 2 in Envoy's args"
+    )
