@@ -200,6 +200,13 @@ def _environment(summary: RunSummary, scenario: Scenario | None) -> tuple[EnvRow
         EnvRow("Prometheus", "Metrics: Envoy CPU, memory and request rate", prometheus),
         EnvRow("Host", "Machine that ran the sweep", _host(summary)),
     ]
+    fleet = summary.environment.fleet
+    if fleet is not None:
+        copied = f", copied from {fleet.copied_from}" if fleet.copied_from else ""
+        differences = f"; differs in: {'; '.join(fleet.differences)}" if fleet.differences else ""
+        rows.append(
+            EnvRow("Measured", "The Envoy pods the run sized", f"{fleet.target}: {fleet.workload}{copied}{differences}")
+        )
     if summary.limit_changes:
         rows.append(EnvRow("Limit changes", "How Envoy's limits changed between configurations", summary.limit_changes))
     isolation = summary.environment.isolation

@@ -217,8 +217,12 @@ def test_the_scenario_names_what_the_provisioner_made_and_refuses_what_it_cannot
     for extra, words in cases:
         with pytest.raises(ScenarioError, match=words):
             parse_scenario({**base, **extra})
-    with pytest.raises(ScenarioError, match="provisioned gateway only"):
-        parse_scenario({"name": "g", "platform": "kubernetes", "envoy": {"cpu": ["250m"], "concurrency": "default"}})
+    with pytest.raises(ScenarioError, match=r"envoy\.concurrency: 'production' cannot be set"):
+        parse_scenario({**base, "envoy": {"cpu": ["250m"], "concurrency": "production"}})
+    classic = parse_scenario(
+        {"name": "g", "platform": "kubernetes", "envoy": {"cpu": ["250m"], "concurrency": "default"}}
+    )
+    assert classic.envoy.concurrency == ("default",)  # Envoy's own default: a classic install's args are the run's
 
 
 def test_undo_after_the_gateway_was_deleted_still_puts_the_contourdeployment_back(admin, namespace, tmp_path: Path):

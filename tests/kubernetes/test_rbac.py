@@ -38,6 +38,7 @@ def runner_account(admin, apiserver, tmp_path_factory):
     create(admin, workload("Deployment", "gateway-loadtest", "nginx", {"nginx": {}}))
     create(admin, workload("DaemonSet", "kube-system", "other", {"other": {}}))
     create(admin, workload("Deployment", "projectcontour", "other", {"other": {}}))
+    create(admin, workload("DaemonSet", "projectcontour", "other", {"other": {}}))
     admin.custom.create_namespaced_custom_object(GROUP, VERSION, "gateway-loadtest", PLURAL, TESTBED_PROXY)
     admin.core.create_namespaced_secret("gateway-loadtest", {"metadata": {"name": "someone-elses"},
                                                              "stringData": {"password": "x"}})  # fmt: skip
@@ -50,6 +51,7 @@ def runner_account(admin, apiserver, tmp_path_factory):
         ("Deployment", "gateway-loadtest", "nginx"),
         ("DaemonSet", "kube-system", "other"),
         ("Deployment", "projectcontour", "other"),
+        ("DaemonSet", "projectcontour", "other"),
     ):
         (admin.apps.delete_namespaced_daemon_set if kind == "DaemonSet" else admin.apps.delete_namespaced_deployment)(
             name, ns
@@ -170,8 +172,8 @@ def _lease_body(name: str) -> dict:
             lambda c: wl.set_resources(c, wl.Workload("DaemonSet", "kube-system", "other", "other"), {}),
         ),
         (
-            "patch a Deployment in projectcontour that is not the gateway",
-            lambda c: wl.set_resources(c, wl.Workload("Deployment", "projectcontour", "other", "other"), {}),
+            "patch a DaemonSet in projectcontour that is not the gateway",
+            lambda c: wl.set_resources(c, wl.Workload("DaemonSet", "projectcontour", "other", "other"), {}),
         ),
         ("read Secrets", lambda c: call("list secrets", c.core.list_namespaced_secret, "gateway-loadtest")),
         (
@@ -220,12 +222,12 @@ def _lease_body(name: str) -> dict:
         ("read Secrets elsewhere", lambda c: call("list secrets", c.core.list_namespaced_secret, "projectcontour")),
         ("list pods in another namespace", lambda c: call("list pods", c.core.list_namespaced_pod, "kube-system")),
         (
-            "create a Deployment in projectcontour",
+            "create a DaemonSet in projectcontour",
             lambda c: call(
                 "create",
-                c.apps.create_namespaced_deployment,
+                c.apps.create_namespaced_daemon_set,
                 "projectcontour",
-                workload("Deployment", "projectcontour", "x", {"x": {}}),
+                workload("DaemonSet", "projectcontour", "x", {"x": {}}),
             ),
         ),
         (
@@ -278,8 +280,13 @@ def test_the_runner_account_creates_and_deletes_a_sizing_fleet_beside_envoy_and_
     metadata = {"name": "envoy-rbac1", "labels": {"app": "envoy"}, "ownerReferences": [owner]}
     spec = {"nodeName": "node-a", "containers": [{"name": "envoy", "image": "x"}]}
     admin.core.create_namespaced_pod("projectcontour", {"metadata": metadata, "spec": spec})
+    done = {"observedGeneration": 1000, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+    admin.apps.patch_namespaced_deployment_status("nginx", "gateway-loadtest", {"status": done})  # as if rolled out
+    service = {"metadata": {"name": "envoy"}, "spec": {"selector": {"app": "envoy"}, "ports": [{"port": 80}]}}
+    admin.core.create_namespaced_service("projectcontour", service)
     before = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))
     scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}})
+    (tmp_path / "20261128-000000-rbac").mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / "20261128-000000-rbac")
     platform.cluster = runner_account
     try:
@@ -290,6 +297,7 @@ def test_the_runner_account_creates_and_deletes_a_sizing_fleet_beside_envoy_and_
     finally:
         platform.stop()
         admin.core.delete_namespaced_pod("envoy-rbac1", "projectcontour")
+        admin.core.delete_namespaced_service("envoy", "projectcontour")
     assert [d.metadata.name for d in admin.apps.list_namespaced_deployment("projectcontour").items
             if d.metadata.name.startswith("gateway-sizer-")] == []  # fmt: skip
     after = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))

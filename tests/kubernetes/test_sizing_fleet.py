@@ -101,6 +101,7 @@ def test_the_fleet_is_cloned_beside_production_which_is_only_read_and_goes_at_th
 ):
     before = _production(admin, namespace)
     scenario = load_scenario(str(_scenario(tmp_path, namespace, apiserver.kubeconfig)))
+    (tmp_path / RUN).mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / RUN)
     platform.cluster = admin
     platform.claim(admin)
@@ -177,6 +178,7 @@ def test_a_service_that_would_select_the_fleet_is_refused_before_anything_is_cre
                    "spec": {"selector": {"team": "edge"}, "ports": [{"port": 9}]}})  # fmt: skip
     scenario = load_scenario(str(_scenario(tmp_path, namespace, apiserver.kubeconfig,
                                            kubernetes_extra={"sizing": {"labels": {"team": "edge"}}})))  # fmt: skip
+    (tmp_path / RUN).mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / RUN)
     platform.cluster = admin
     with pytest.raises(Exception, match=rf"Service {namespace}/monitoring would select the sizing fleet's pods"):
@@ -280,7 +282,10 @@ def _provisioned_as_served(admin: Cluster, namespace: str) -> dict[str, Any]:
         "parameters": custom.get_namespaced_custom_object(
             "projectcontour.io", "v1alpha1", namespace, "contourdeployments", "params"
         ),
-        "gateways": custom.list_namespaced_custom_object(*GATEWAY_API, namespace, "gateways")["items"],
+        "gateways": [
+            custom.get_namespaced_custom_object(*GATEWAY_API, namespace, "gateways", name)
+            for name in ("gw", "neighbour")
+        ],
         "envoy": admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy-gw", namespace)),
     }
 
@@ -293,6 +298,7 @@ def test_a_gateway_of_a_shared_class_gets_a_class_parameters_and_gateway_of_the_
         "backend": {"workload": {"namespace": namespace, "name": "nginx", "container": "nginx"}},
         "kubernetes": {"namespace": namespace, "gateway": {"kind": "gateway", "namespace": namespace, "name": "gw"},
                        "rollout_timeout_seconds": 5}})  # fmt: skip
+    (tmp_path / RUN).mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / RUN)
     platform.cluster = admin
     platform.claim(admin)  # a live run would refuse the shared class (tests/kubernetes/test_provisioned_gateway.py)

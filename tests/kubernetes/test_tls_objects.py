@@ -218,7 +218,7 @@ KILLED_AFTER_TLS = textwrap.dedent("""
     from runner.scenario import load_scenario
     scenario = load_scenario(sys.argv[1])
     store = RunStore.create(scenario, Path(sys.argv[2]))
-    platform = KubernetesPlatform(scenario, store.run_dir)
+    platform = KubernetesPlatform(scenario, store.run_dir, live=True)
     platform.lease_duration_s = 8
     platform.cluster = connect(scenario.kubernetes.kubeconfig)
     platform.claim(platform.cluster)
@@ -232,7 +232,7 @@ def test_restore_removes_the_tls_objects_of_a_run_killed_hard(apiserver, admin, 
     gateway(admin, namespace)
     create_testbed_proxy(admin, namespace)
     data = profiles_scenario_data(namespace, ["plain", "tls", "tls-ecdsa"])
-    data["kubernetes"]["kubeconfig"] = str(apiserver.kubeconfig)
+    data["kubernetes"].update(kubeconfig=str(apiserver.kubeconfig), target="live")  # no pod to copy a fleet from
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data))
     run = subprocess.Popen([sys.executable, "-c", KILLED_AFTER_TLS, str(scenario), str(tmp_path / "results")],

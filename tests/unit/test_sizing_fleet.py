@@ -11,6 +11,7 @@ import pytest
 
 from runner.errors import ScenarioError, UsageError
 from runner.model import ConfigResult, EnvoyResources, FleetFacts
+from runner.paths import PROJECT_ROOT
 from runner.plan import plan_sweep
 from runner.platforms.kubernetes.loadgen import worker_placement
 from runner.platforms.kubernetes.objects import run_hash
@@ -18,7 +19,10 @@ from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.kubernetes.sizing_copy import clone_template, service_of, service_ports
 from runner.platforms.kubernetes.sizing_gateway import copied_parameters, http_port
 from runner.platforms.kubernetes.template_sizing import args_for
+from runner.report.model import _environment as report_environment
+from runner.report.model import build_report
 from runner.report.threads import threads_advice
+from runner.results import load_summary
 from runner.scenario import Overrides, load_scenario, parse_scenario
 from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
@@ -216,4 +220,23 @@ def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_p
     assert threads_advice(_config(ENVOY_DEFAULT_CONCURRENCY, 2), None) == (
         "the figures hold for Envoy's default, one worker thread per CPU of its node (2 on the node measured): the "
         "same holds on nodes with as many CPUs; elsewhere set --concurrency 2 in Envoy's args"
+    )
+
+
+def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds_for():
+    summary = load_summary(PROJECT_ROOT / "tests" / "report" / "data" / "local-150m-300m")
+    facts = FleetFacts(target="a sizing fleet (a Deployment cloned from production's Envoy)",
+                       workload="Deployment projectcontour/gateway-sizer-envoy-1a2b3c4d",
+                       copied_from="DaemonSet projectcontour/envoy", differences=("no hostPorts",),
+                       production_concurrency=None)  # fmt: skip
+    environment = summary.environment.model_copy(update={"fleet": facts})
+    summary = summary.model_copy(update={"environment": environment})
+    measured = [row.description for row in report_environment(summary, None) if row.name == "Measured"]
+    assert measured == [
+        "a sizing fleet (a Deployment cloned from production's Envoy): Deployment projectcontour/gateway-sizer-envoy-"
+        "1a2b3c4d, copied from DaemonSet projectcontour/envoy; differs in: no hostPorts"
+    ]
+    assert build_report(summary).threads == (
+        "the figures hold for Envoy with --concurrency 1: set it in production Envoy's args; production sets no "
+        "--concurrency (one per CPU of its node)"
     )

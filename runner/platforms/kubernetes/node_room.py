@@ -7,9 +7,10 @@ may not: the preflight then says it did not check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from runner.errors import UnreachableError, UsageError
+from runner.errors import PlatformError, UnreachableError, UsageError
 from runner.plan import Plan
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call
@@ -17,6 +18,14 @@ from runner.platforms.kubernetes.fleet import EnvoyFleet
 from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory
 
 SIDECAR_CPU = 0.05  # what a sidecar of a Guaranteed pod gets at least (workloads.SIDECAR_MINIMUM)
+
+
+def _amount(parse: Callable[[str], float], quantity: Any) -> float:
+    """A request's quantity as the API serves it, 0 when unset or zero (the project's parsers refuse a zero limit)."""
+    try:
+        return float(parse(str(quantity))) if quantity else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _pod_requests(pod: Any) -> tuple[float, int]:
@@ -27,7 +36,7 @@ def _pod_requests(pod: Any) -> tuple[float, int]:
         found = []
         for container in containers or []:
             requests = (container.resources.requests if container.resources else None) or {}
-            found.append((parse_cpu(requests.get("cpu", "0")), parse_memory(requests.get("memory", "0"))))
+            found.append((_amount(parse_cpu, requests.get("cpu")), int(_amount(parse_memory, requests.get("memory")))))
         return found
 
     regular = amounts(spec.containers)
@@ -64,10 +73,11 @@ def node_room(cluster: Cluster, fleet: EnvoyFleet, production_pods: list[Any], p
         room = [(node, *_free(cluster, node, production_pods if not fleet.sizing else [])) for node in nodes]
     except UnreachableError:
         raise
-    except UsageError as error:  # forbidden: the runner's own account reads no node
+    except (UsageError, PlatformError) as error:  # forbidden (the runner's own account reads no node), or gone
         return f"node room: not checked ({str(error).split(':')[0]}): the run needs {wanted}"
     if not room:
-        return f"node room: no node matches the fleet's placement: the run needs {wanted}"
+        where = "matches kubernetes.sizing.node_selector" if placement else "runs the production gateway's pods yet"
+        return f"node room: not checked (no node {where}): the run needs {wanted}"
     fits = sum(min(int(free_cpu // cpu), int(free_memory // memory)) for _, free_cpu, free_memory in room)
     facts = "; ".join(f"{node} {format_cpu(c)} CPU / {format_memory(int(m))} free" for node, c, m in room)
     verdict = "fits" if fits >= count else f"does NOT fit ({fits} fit): the run would stop at a pod left Pending"

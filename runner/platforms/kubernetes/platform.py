@@ -80,6 +80,7 @@ class KubernetesPlatform(LocustPrometheusPlatform):
         k8s = self.scenario.kubernetes
         self.cluster = cluster = connect(k8s.kubeconfig, k8s.context)
         self._find(cluster)
+        self.loadgen.gateway_url = self.fleet.gateway_url  # as found (a Gateway's listener port)
         self._metrics = connect_prometheus(cluster, self.scenario)
         check_safe(cluster, self.metrics, self.fleet)  # before the first change: a live gateway's own traffic
         self.claim(cluster)
@@ -110,17 +111,18 @@ class KubernetesPlatform(LocustPrometheusPlatform):
         if self.scenario.contour.resources:
             self.contour = workloads.find(cluster, self.scenario.contour.workload, "contour")
         self.backend = workloads.find(cluster, self.scenario.backend.workload, "backend")
-        for workload in (self.contour, self.backend):
-            if workload is not None:
-                workloads.refuse_foreign_changes(workload, workloads.changed_by(cluster, workload), self.run_id)
-                self.changes.remember(  # kept as recorded first when this run is resumed
-                    Original(
-                        workload,
-                        workloads.get_pod_resources(cluster, workload),
-                        workloads.replicas(cluster, workload) if workload.kind == "Deployment" else None,
-                    )
-                )
+        testbed = [workload for workload in (self.contour, self.backend) if workload is not None]
+        for workload in testbed:
+            workloads.refuse_foreign_changes(workload, workloads.changed_by(cluster, workload), self.run_id)
         self.fleet.claim(cluster)
+        for workload in testbed:  # kept as recorded first when this run is resumed
+            self.changes.remember(
+                Original(
+                    workload,
+                    workloads.get_pod_resources(cluster, workload),
+                    workloads.replicas(cluster, workload) if workload.kind == "Deployment" else None,
+                )
+            )
 
     def apply(self, config: Configuration, *, fresh: bool = False) -> None:
         """Give the fleet the configuration's resources, replicas and threads (in place where only CPU and memory

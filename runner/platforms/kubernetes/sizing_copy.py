@@ -178,6 +178,13 @@ class ClassicSizing(EnvoyFleet):
             )
         self.node = next((p.spec.node_name for p in pods if p.spec.node_name), None)
         self.production_service = self._production_service(cluster)
+        envoy = next(c for c in self.template["spec"]["containers"] if c["name"] == production.container)
+        if not service_ports(self.production_service, envoy.get("ports") or []):
+            raise UsageError(
+                f"no Service of {production}'s at {self.scenario.kubernetes.gateway_url}, and its container "
+                f"{production.container} names no port: the sizing fleet's Service would have none",
+                "set kubernetes.gateway_url to production's Envoy Service (http://<name>.<namespace>.svc.cluster.local)",
+            )
         self._refuse_selecting_services(cluster)
 
     def _production_service(self, cluster: Cluster) -> dict[str, Any] | None:
