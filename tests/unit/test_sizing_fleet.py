@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import ScenarioError, UsageError
-from runner.model import ConfigResult, EnvoyResources, FleetFacts
+from runner.model import FleetFacts, RunSummary
 from runner.paths import PROJECT_ROOT
 from runner.plan import plan_sweep
 from runner.platforms.kubernetes.loadgen import worker_placement
@@ -21,7 +21,8 @@ from runner.platforms.kubernetes.sizing_gateway import copied_parameters, http_p
 from runner.platforms.kubernetes.template_sizing import args_for
 from runner.report.model import _environment as report_environment
 from runner.report.model import build_report
-from runner.report.threads import threads_advice
+from runner.report.series import require_series
+from runner.report.threads import threads_for
 from runner.results import load_summary
 from runner.scenario import Overrides, load_scenario, parse_scenario
 from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
@@ -202,25 +203,35 @@ def test_live_needs_the_command_line_too_a_scenario_file_alone_never_sizes_produ
     assert KubernetesPlatform(scenario, tmp_path / "run", live=True).fleet.shape == "the production Envoy (live)"
 
 
-def _config(concurrency: int, threads: int | None) -> ConfigResult:
-    envoy = EnvoyResources(cpu=0.5, memory="256Mi", concurrency=concurrency, threads=threads)
-    return ConfigResult(key="k", label="l", envoy=envoy, backend={"replicas": 1})
+def _summary_with(concurrency: int, threads: int | None, production: int | None) -> RunSummary:
+    """The recorded local run's summary, its configurations run with these threads, and a fleet's facts."""
+    summary = load_summary(PROJECT_ROOT / "tests" / "report" / "data" / "local-150m-300m")
+    configs = [c.model_copy(update={"envoy": c.envoy.model_copy(update={"concurrency": concurrency,
+               "threads": threads})}) for c in summary.configs]  # fmt: skip
+    facts = FleetFacts(target="a sizing fleet", workload="w", production_concurrency=production)
+    environment = summary.environment.model_copy(update={"fleet": facts})
+    return summary.model_copy(update={"configs": configs, "environment": environment})
 
 
 def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_production():
-    unset = FleetFacts(target="a sizing fleet", workload="w", production_concurrency=None)
-    assert threads_advice(_config(PRODUCTION_CONCURRENCY, 16), unset) == (
-        "the figures hold for Envoy with 16 worker threads, as production runs it: nothing to set; production sets "
-        "no --concurrency (one per CPU of its node)"
+    summary = _summary_with(PRODUCTION_CONCURRENCY, 16, None)
+    basis = require_series(summary).largest
+    production = threads_for(basis, 0.6, summary, None)  # the rule follows the record: production's own
+    assert (production.rule, production.production) == ("production", 16)
+    assert production.lines() == [
+        "Threads: the figures hold for Envoy with 16 worker threads at 300m, as the production gateway runs them (no "
+        "--concurrency: one per node CPU).",
+        "  nothing to set: production runs them already; on nodes with another CPU count they differ (one per node "
+        "CPU)",
+    ]
+    pinned = _summary_with(PRODUCTION_CONCURRENCY, 4, 4)
+    assert threads_for(require_series(pinned).largest, 0.6, pinned, None).lines()[1] == (
+        "  nothing to set: production runs them already"
     )
-    assert threads_advice(_config(2, 2), unset) == (
-        "the figures hold for Envoy with --concurrency 2: set it in production Envoy's args; production sets no "
-        "--concurrency (one per CPU of its node)"
-    )
-    assert threads_advice(_config(ENVOY_DEFAULT_CONCURRENCY, 2), None) == (
-        "the figures hold for Envoy's default, one worker thread per CPU of its node (2 on the node measured): the "
-        "same holds on nodes with as many CPUs; elsewhere set --concurrency 2 in Envoy's args"
-    )
+    default = _summary_with(ENVOY_DEFAULT_CONCURRENCY, 2, None)  # Envoy's own default, as Envoy reported it
+    threads = threads_for(require_series(default).largest, 0.3, default, None)
+    assert (threads.rule, threads.production, threads.flag) == ("default", 2, "--concurrency 2")
+    assert "Envoy's default worker threads, one per node CPU (2 as Envoy reported), at 300m" in threads.lines()[0]
 
 
 def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds_for():
@@ -236,7 +247,8 @@ def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds
         "a sizing fleet (a Deployment cloned from production's Envoy): Deployment projectcontour/gateway-sizer-envoy-"
         "1a2b3c4d, copied from DaemonSet projectcontour/envoy; differs in: no hostPorts"
     ]
-    assert build_report(summary).threads == (
-        "the figures hold for Envoy with --concurrency 1: set it in production Envoy's args; production sets no "
-        "--concurrency (one per CPU of its node)"
+    threads = build_report(summary).threads  # the recorded run's: one thread per started core of 300m
+    assert threads[0] == (
+        "Threads: the figures hold for Envoy with --concurrency 1 at 300m (one per started core of the limit: "
+        "envoy.concurrency auto)."
     )
