@@ -129,8 +129,9 @@ def main() -> int:
             knees[loaded] = knee
         quiet, loaded_knee = knees[False], knees[True]
         if quiet and loaded_knee and quiet.interval and loaded_knee.interval:
-            inside = quiet.low <= loaded_knee.rps <= quiet.high
-            overlap = loaded_knee.low <= quiet.high and quiet.low <= loaded_knee.high
+            (low, high), (loaded_low, loaded_high) = quiet.interval, loaded_knee.interval
+            inside = low <= loaded_knee.rps <= high
+            overlap = loaded_low <= high and low <= loaded_high
             rows.append((inside, overlap))
             print(
                 f"pair {pair + 1}: loaded knee inside the quiet knee's interval: {inside}; intervals overlap: {overlap}"
