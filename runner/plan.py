@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from runner.profiles import PLAIN_PROFILE, TrafficProfile
 from runner.quantities import format_cpu, format_memory
 from runner.scenario import Resources, Scenario
-from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 
 def threads_label(concurrency: int) -> str:

@@ -20,7 +20,7 @@ from runner.model import RunSummary
 from runner.report import formatting as fmt
 from runner.report.series import Rate
 from runner.scenario import Scenario
-from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 __all__ = ["Threads", "threads_for"]
 

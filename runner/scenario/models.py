@@ -69,18 +69,13 @@ from runner.scenario.limits import (
     MIN_RPS_PER_USER,
     MIN_SPAWN_RATE,
 )
-from runner.scenario.placement import SizingSpec, Target, WorkerPlacement, check_target, default_threads
+from runner.scenario.placement import SizingSpec, Target, WorkerPlacement, check_target
+from runner.scenario.threads import default_threads, threads_for
 from runner.scenario.windows import sized_to_scrapes
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
-
-
-ENVOY_DEFAULT_CONCURRENCY = 0  # a configuration's concurrency when Envoy runs with its own default
-# a configuration's concurrency when Envoy runs with the production gateway's own (its --concurrency, else Envoy's
-# default): resolved by the kubernetes platform, which reads production's args
-PRODUCTION_CONCURRENCY = -1
 
 
 class WorkloadRef(_Model):
@@ -140,15 +135,9 @@ class EnvoySpec(_Model):
     overload: OverloadSpec | None = None
 
     def concurrency_for(self, cpu_cores: float, threads: int | str | None = None) -> int:
-        """Envoy worker threads for a CPU limit, of `threads` (default: the first of the axis): `auto` is one per
-        started core; `default` (0) leaves Envoy's own default, one per CPU of the node; `production`
-        (PRODUCTION_CONCURRENCY) what the production gateway runs, resolved by the platform."""
-        value = self.concurrency[0] if threads is None else threads
-        if value == "default":
-            return ENVOY_DEFAULT_CONCURRENCY
-        if value == "production":
-            return PRODUCTION_CONCURRENCY
-        return value if isinstance(value, int) else max(1, math.ceil(cpu_cores))
+        """Envoy worker threads for a CPU limit, of `threads` (default: the first of the axis): see
+        runner/scenario/threads.py."""
+        return threads_for(self.concurrency[0] if threads is None else threads, cpu_cores)
 
 
 class ContourSpec(_Model):

@@ -72,18 +72,6 @@ class WorkerPlacement(_Model):
 Target = Literal["sizing", "live"]
 
 
-def default_threads(data: Any) -> Any:
-    """Raw scenario data with Envoy's worker threads defaulted by platform: on kubernetes the production gateway's
-    own (`production`), on the local platform `auto` (the field's default). A provisioned gateway's are set before
-    (runner/scenario/gateway.py: `default`, the provisioner's)."""
-    if not isinstance(data, dict) or data.get("platform") != "kubernetes":
-        return data
-    envoy = data.get("envoy")
-    if not isinstance(envoy, dict) or envoy.get("concurrency") is not None:
-        return data
-    return {**data, "envoy": {**envoy, "concurrency": "production"}}
-
-
 def check_target(platform: str, target: Target, threads: tuple[Any, ...], sizes_contour: bool, classic: bool) -> None:
     """ValueError for what the target cannot do: `production` threads off kubernetes, and Contour's resources on
     a classic sizing fleet (its Contour is production's)."""

@@ -40,11 +40,13 @@ CASES = {
     "send_clustering.py": (["--rates", "500", "--rounds", "2", "--seconds", "2", "--timers", "fine/gevent"], "rounds)"),
     "worker_threads.py": (["--passes", "1", "--shares", "0.6,0.9", "--seconds", "2"], "paired pass by pass"),
 }
+CLUSTER_BENCHES = {"fleet_isolation.py"}  # need the one-machine cluster: tests/cluster/test_cluster_benches.py
 
 
 def test_every_bench_script_is_covered():
     scripts = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("_") and p.name != "openloop.py"}
-    assert scripts == set(CASES)  # openloop.py is the generator's helper module, tested in test_openloop.py
+    # openloop.py is the generator's helper module, tested in test_openloop.py
+    assert scripts == set(CASES) | CLUSTER_BENCHES
 
 
 @pytest.mark.slow

@@ -218,8 +218,13 @@ def test_restore_after_a_sigkill_deletes_the_run_s_gateway_class_parameters_and_
     sweep = sizer("--scenario", str(scenario), kubeconfig=runner_kubeconfig, results=tmp_path)
     run_dir = run_dir_of(tmp_path)
     try:
-        wait_for_state(admin, run_dir.name, lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
-                       timeout_s=900, what="a measuring window under load")  # fmt: skip
+        wait_for_state(
+            admin,
+            run_dir.name,
+            lambda s: s.get("phase") == "measure" and (s.get("users") or 0) > 0,
+            timeout_s=900,
+            what="a measuring window under load",
+        )
     finally:
         sweep.send_signal(signal.SIGKILL)  # no cleanup can run
         sweep.communicate()

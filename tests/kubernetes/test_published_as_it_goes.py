@@ -29,7 +29,8 @@ pytestmark = pytest.mark.kubernetes
 KILLED_LEASE_S = 20  # the killed run's Lease: restore waits it out
 
 # A Job's runner up to its first changes, through the platform's own steps with its records published as it goes
-# (as `sweep --publish` does), then killed: the Lease taken, the originals recorded, Envoy and nginx patched.
+# (as `sweep --publish` does), then killed: the Lease taken, the originals recorded, Envoy and nginx patched (a live
+# run's: the production gateway's own Envoy, as `sweep --live` changes it).
 PUBLISHING_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
@@ -41,12 +42,14 @@ PUBLISHING_RUN = textwrap.dedent("""
     from runner.scenario import load_scenario
     scenario = load_scenario(sys.argv[1])
     store = RunStore.create(scenario, Path(sys.argv[2]))
-    platform = KubernetesPlatform(scenario, store.run_dir)
+    platform = KubernetesPlatform(scenario, store.run_dir, live=True)
     publish_as_it_goes(platform, scenario, store.run_dir)
     platform.lease_duration_s = LEASE_S
     platform.cluster = connect(scenario.kubernetes.kubeconfig)
     platform.claim(platform.cluster)
-    platform.patch(plan_sweep(scenario).configurations[0])
+    config = plan_sweep(scenario).configurations[0]
+    platform.patch(config)
+    platform.fleet.size(platform.cluster, config, fresh=False)
     print(store.run_dir, flush=True)
     time.sleep(600)
 """).replace("LEASE_S", str(KILLED_LEASE_S))
@@ -60,7 +63,7 @@ def _published(admin, namespace: str, run_id: str) -> dict:
 def test_a_run_killed_with_its_run_directory_is_restored_from_what_it_published(apiserver, admin, namespace,
                                                                                 tmp_path):  # fmt: skip
     gateway(admin, namespace)
-    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4)
+    scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
     run = subprocess.Popen([sys.executable, "-c", PUBLISHING_RUN, str(scenario), str(tmp_path / "pod")],
                            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True, env=child_env(TESTS))  # fmt: skip
     run_dir = Path(run.stdout.readline().strip())

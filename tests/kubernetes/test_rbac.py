@@ -105,8 +105,9 @@ def test_the_runner_account_reaches_prometheus_through_the_service_proxy_and_no_
 
 
 def test_describe_records_nodes_it_may_not_read_instead_of_failing(runner_account, tmp_path):
-    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]},
-                               "kubernetes": {"target": "live"}})  # fmt: skip
+    scenario = parse_scenario(
+        {"name": "t", "platform": "kubernetes", "envoy": {"cpu": [1]}, "kubernetes": {"target": "live"}}
+    )
     platform = KubernetesPlatform(scenario, tmp_path / "run", live=True)
     platform.cluster = runner_account
     platform.fleet.find(runner_account)
@@ -280,8 +281,12 @@ def test_the_runner_account_creates_and_deletes_a_sizing_fleet_beside_envoy_and_
     metadata = {"name": "envoy-rbac1", "labels": {"app": "envoy"}, "ownerReferences": [owner]}
     spec = {"nodeName": "node-a", "containers": [{"name": "envoy", "image": "x"}]}
     admin.core.create_namespaced_pod("projectcontour", {"metadata": metadata, "spec": spec})
-    done = {"observedGeneration": 1000, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
-    admin.apps.patch_namespaced_deployment_status("nginx", "gateway-loadtest", {"status": done})  # as if rolled out
+    wanted = admin.apps.read_namespaced_deployment("nginx", "gateway-loadtest").spec.replicas  # another test scales it
+    done = {"replicas": wanted, "updatedReplicas": wanted, "readyReplicas": wanted, "availableReplicas": wanted}
+    # as if rolled out: no controller runs beside this API server
+    admin.apps.patch_namespaced_deployment_status(
+        "nginx", "gateway-loadtest", {"status": {"observedGeneration": 1000, **done}}
+    )
     service = {"metadata": {"name": "envoy"}, "spec": {"selector": {"app": "envoy"}, "ports": [{"port": 80}]}}
     admin.core.create_namespaced_service("projectcontour", service)
     before = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))
@@ -298,7 +303,10 @@ def test_the_runner_account_creates_and_deletes_a_sizing_fleet_beside_envoy_and_
         platform.stop()
         admin.core.delete_namespaced_pod("envoy-rbac1", "projectcontour")
         admin.core.delete_namespaced_service("envoy", "projectcontour")
-    assert [d.metadata.name for d in admin.apps.list_namespaced_deployment("projectcontour").items
-            if d.metadata.name.startswith("gateway-sizer-")] == []  # fmt: skip
+    assert [
+        d.metadata.name
+        for d in admin.apps.list_namespaced_deployment("projectcontour").items
+        if d.metadata.name.startswith("gateway-sizer-")
+    ] == []
     after = admin.api.sanitize_for_serialization(admin.apps.read_namespaced_daemon_set("envoy", "projectcontour"))
     assert after == before

@@ -67,12 +67,14 @@ def test_both_modes_publish_a_jobs_records_again_and_close_the_master_with_a_net
     assert not can("create", "networking.k8s.io/networkpolicies", "projectcontour")
 
 
-def test_only_a_classic_install_resizes_pods_and_patches_envoy_and_contour(accounts):
+def test_only_a_classic_install_patches_envoy_and_contour(accounts):
     classic, gateway = accounts["classic"], accounts["gateway-api"]
     assert classic("patch", "pods/resize", "projectcontour")
+    # the Gateway API sizing fleet's Envoy pods are resized in place too; their names are the provisioner's random
+    # ones, so the grant cannot name them (issue 29); the live Gateway's Envoy is rolled out, never resized
+    assert gateway("patch", "pods/resize", "projectcontour")
     assert classic("patch", "apps/daemonsets", "projectcontour", "envoy")
     assert classic("patch", "apps/deployments", "projectcontour", "contour")
-    assert not gateway("patch", "pods/resize", "projectcontour")  # a provisioned Envoy is rolled out, never resized
     assert not gateway("patch", "apps/daemonsets", "projectcontour", "envoy")
     assert not gateway("patch", "apps/deployments", "projectcontour", "contour")
     assert gateway("get", "apps/deployments", "projectcontour", "envoy-gateway-sizer")  # read, as both do

@@ -45,27 +45,47 @@ def _production(admin: Cluster, namespace: str, *, labels: dict[str, str] | None
         "spec": {
             "priorityClassName": "system-node-critical",
             "tolerations": [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}],
-            "initContainers": [{"name": "envoy-initconfig", "image": "example/contour:1",
-                                "args": ["bootstrap", "/config/envoy.json"],
-                                "volumeMounts": [{"name": "envoycert", "mountPath": "/certs"}]}],
+            "initContainers": [
+                {
+                    "name": "envoy-initconfig",
+                    "image": "example/contour:1",
+                    "args": ["bootstrap", "/config/envoy.json"],
+                    "volumeMounts": [{"name": "envoycert", "mountPath": "/certs"}],
+                }
+            ],
             "containers": [
                 {"name": "shutdown-manager", "image": "example/contour:1"},
-                {"name": "envoy", "image": "example/envoy:1", "args": ["-c", "/config/envoy.json"],
-                 "ports": [{"containerPort": 8080, "hostPort": 80, "name": "http"},
-                           {"containerPort": 8002, "name": "metrics"}]},
+                {
+                    "name": "envoy",
+                    "image": "example/envoy:1",
+                    "args": ["-c", "/config/envoy.json"],
+                    "ports": [
+                        {"containerPort": 8080, "hostPort": 80, "name": "http"},
+                        {"containerPort": 8002, "name": "metrics"},
+                    ],
+                },
             ],
             "volumes": [{"name": "envoycert", "secret": {"secretName": "envoycert"}}],
         },
-    }  # fmt: skip
+    }
     admin.apps.patch_namespaced_daemon_set("envoy", namespace, {"spec": {"template": template}})
-    service = {"metadata": {"name": "envoy"}, "spec": {"selector": {"app": "envoy"},
-               "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}  # fmt: skip
+    service = {
+        "metadata": {"name": "envoy"},
+        "spec": {"selector": {"app": "envoy"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }
     admin.core.create_namespaced_service(namespace, service)
     daemonset = admin.apps.read_namespaced_daemon_set("envoy", namespace)
-    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "envoy", "uid": daemonset.metadata.uid,
-             "controller": True}  # fmt: skip
-    pod = {"metadata": {"name": "envoy-x7k2p", "labels": {"app": "envoy"}, "ownerReferences": [owner]},
-           "spec": {"nodeName": NODE, "containers": [{"name": "envoy", "image": "example/envoy:1"}]}}  # fmt: skip
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": "envoy",
+        "uid": daemonset.metadata.uid,
+        "controller": True,
+    }
+    pod = {
+        "metadata": {"name": "envoy-x7k2p", "labels": {"app": "envoy"}, "ownerReferences": [owner]},
+        "spec": {"nodeName": NODE, "containers": [{"name": "envoy", "image": "example/envoy:1"}]},
+    }
     admin.core.create_namespaced_pod(namespace, pod)
     return _as_served(admin, namespace)
 
@@ -114,8 +134,10 @@ def test_the_fleet_is_cloned_beside_production_which_is_only_read_and_goes_at_th
     spec = pod["spec"]
     envoy = spec["containers"][1]
     assert envoy["args"] == ["-c", "/config/envoy.json"]  # production's threads: its args as they are
-    assert envoy["resources"] == {"limits": {"cpu": "500m", "memory": "512Mi"},
-                                  "requests": {"cpu": "500m", "memory": "512Mi"}}  # fmt: skip
+    assert envoy["resources"] == {
+        "limits": {"cpu": "500m", "memory": "512Mi"},
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+    }
     assert [p.get("hostPort") for p in envoy["ports"]] == [None, None] and "priorityClassName" not in spec
     assert spec["volumes"] == before["daemonset"]["spec"]["template"]["spec"]["volumes"]
     assert spec["initContainers"][0]["args"] == ["bootstrap", "/config/envoy.json"]
@@ -156,8 +178,13 @@ def test_restore_deletes_the_fleet_of_a_run_killed_hard_and_production_is_as_it_
 ):
     before = _production(admin, namespace)
     scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig)
-    run = subprocess.Popen([sys.executable, "-c", KILLED, str(scenario), str(tmp_path / "results")],
-                           cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True, env=child_env(TESTS))  # fmt: skip
+    run = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(scenario), str(tmp_path / "results")],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(TESTS),
+    )
     run_dir = Path(run.stdout.readline().strip())
     run.send_signal(signal.SIGKILL)
     run.wait()
@@ -174,10 +201,22 @@ def test_a_service_that_would_select_the_fleet_is_refused_before_anything_is_cre
     apiserver, admin, namespace, tmp_path
 ):
     _production(admin, namespace)
-    create(admin, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "monitoring", "namespace": namespace},
-                   "spec": {"selector": {"team": "edge"}, "ports": [{"port": 9}]}})  # fmt: skip
-    scenario = load_scenario(str(_scenario(tmp_path, namespace, apiserver.kubeconfig,
-                                           kubernetes_extra={"sizing": {"labels": {"team": "edge"}}})))  # fmt: skip
+    create(
+        admin,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "monitoring", "namespace": namespace},
+            "spec": {"selector": {"team": "edge"}, "ports": [{"port": 9}]},
+        },
+    )
+    scenario = load_scenario(
+        str(
+            _scenario(
+                tmp_path, namespace, apiserver.kubeconfig, kubernetes_extra={"sizing": {"labels": {"team": "edge"}}}
+            )
+        )
+    )
     (tmp_path / RUN).mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / RUN)
     platform.cluster = admin
@@ -205,8 +244,9 @@ def test_live_on_a_gateway_serving_traffic_is_refused_with_its_rps_before_any_ch
     before = _production(admin, namespace)
     series = envoy_pod(namespace, "envoy-x7k2p", rps=40.0, cores=0.02)
     with synthetic_prometheus(tmp_path, series) as url:
-        scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, target="live",
-                             prometheus={"url": url, "retry_seconds": 5})  # fmt: skip
+        scenario = _scenario(
+            tmp_path, namespace, apiserver.kubeconfig, target="live", prometheus={"url": url, "retry_seconds": 5}
+        )
         result = run_sizer("sweep", "--live", "--scenario", str(scenario), "--results", str(tmp_path / "r"))
     line = one_line(result, "kubernetes.target: live: the production gateway serves traffic (", "envoy-x7k2p")
     rps = float(line.split("serves traffic (")[1].split(" RPS")[0])
@@ -224,8 +264,11 @@ def test_the_dry_run_names_a_missing_request_counter_and_how_to_add_it_and_chang
     with synthetic_prometheus(tmp_path, series) as url:
         scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, prometheus={"url": url})
         result = run_sizer("sweep", "--dry-run", "--scenario", str(scenario), "--results", str(tmp_path / "r"))
-    one_line(result, "Prometheus has no envoy_http_downstream_rq_total for any pod",
-             "scrape Envoy's port 8002 at /stats/prometheus")  # fmt: skip
+    one_line(
+        result,
+        "Prometheus has no envoy_http_downstream_rq_total for any pod",
+        "scrape Envoy's port 8002 at /stats/prometheus",
+    )
     assert "preflight: the run creates a sizing fleet" in result.stdout, result.stdout
     assert not (tmp_path / "r").exists() and _fleet_objects(admin, namespace) == []
     assert _as_served(admin, namespace) == before
@@ -256,21 +299,55 @@ def _provisioned_production(admin: Cluster, namespace: str) -> dict[str, Any]:
     test bed's nginx; returns production's objects as the API serves them."""
     gateway(admin, namespace)
     params = {"group": "projectcontour.io", "kind": "ContourDeployment", "namespace": namespace, "name": "params"}
-    _custom(admin, "contourdeployments", {"apiVersion": "projectcontour.io/v1alpha1", "kind": "ContourDeployment",
-            "metadata": {"name": "params"}, "spec": {"envoy": {"workloadType": "DaemonSet", "logLevel": "warn",
-            "networkPublishing": {"type": "LoadBalancerService"}}}}, namespace)  # fmt: skip
-    _custom(admin, "gatewayclasses", {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+    _custom(
+        admin,
+        "contourdeployments",
+        {
+            "apiVersion": "projectcontour.io/v1alpha1",
+            "kind": "ContourDeployment",
+            "metadata": {"name": "params"},
+            "spec": {
+                "envoy": {
+                    "workloadType": "DaemonSet",
+                    "logLevel": "warn",
+                    "networkPublishing": {"type": "LoadBalancerService"},
+                }
+            },
+        },
+        namespace,
+    )
+    _custom(
+        admin,
+        "gatewayclasses",
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
             "metadata": {"name": f"class-{namespace}"},
-            "spec": {"controllerName": CONTOUR_CONTROLLER, "parametersRef": params}})  # fmt: skip
+            "spec": {"controllerName": CONTOUR_CONTROLLER, "parametersRef": params},
+        },
+    )
     for name in ("gw", "neighbour"):
-        _custom(admin, "gateways", {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                "metadata": {"name": name}, "spec": {"gatewayClassName": f"class-{namespace}", "listeners": [
-                    {"name": "http", "protocol": "HTTP", "port": 8080}]}}, namespace)  # fmt: skip
+        _custom(
+            admin,
+            "gateways",
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "metadata": {"name": name},
+                "spec": {
+                    "gatewayClassName": f"class-{namespace}",
+                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}],
+                },
+            },
+            namespace,
+        )
     envoy = workload("DaemonSet", namespace, "envoy-gw", {"envoy": {}})
     envoy["metadata"]["labels"] = {"projectcontour.io/owning-gateway-name": "gw"}
     create(admin, envoy)
-    pod = {"metadata": {"name": "envoy-gw-q4m8z", "labels": {"app": "envoy-gw"}},
-           "spec": {"nodeName": NODE, "containers": [{"name": "envoy", "image": "example/envoy:1"}]}}  # fmt: skip
+    pod = {
+        "metadata": {"name": "envoy-gw-q4m8z", "labels": {"app": "envoy-gw"}},
+        "spec": {"nodeName": NODE, "containers": [{"name": "envoy", "image": "example/envoy:1"}]},
+    }
     admin.core.create_namespaced_pod(namespace, pod)
     return _provisioned_as_served(admin, namespace)
 
@@ -294,28 +371,48 @@ def test_a_gateway_of_a_shared_class_gets_a_class_parameters_and_gateway_of_the_
     admin, namespace, tmp_path
 ):
     before = _provisioned_production(admin, namespace)
-    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [0.25], "replicas": [1]},
-        "backend": {"workload": {"namespace": namespace, "name": "nginx", "container": "nginx"}},
-        "kubernetes": {"namespace": namespace, "gateway": {"kind": "gateway", "namespace": namespace, "name": "gw"},
-                       "rollout_timeout_seconds": 5}})  # fmt: skip
+    scenario = parse_scenario(
+        {
+            "name": "t",
+            "platform": "kubernetes",
+            "envoy": {"cpu": [0.25], "replicas": [1]},
+            "backend": {"workload": {"namespace": namespace, "name": "nginx", "container": "nginx"}},
+            "kubernetes": {
+                "namespace": namespace,
+                "gateway": {"kind": "gateway", "namespace": namespace, "name": "gw"},
+                "rollout_timeout_seconds": 5,
+            },
+        }
+    )
     (tmp_path / RUN).mkdir()
     platform = KubernetesPlatform(scenario, tmp_path / RUN)
     platform.cluster = admin
     platform.claim(admin)  # a live run would refuse the shared class (tests/kubernetes/test_provisioned_gateway.py)
     name = f"gateway-sizer-{run_hash(RUN)}"
     recorded = yaml.safe_load((tmp_path / RUN / "kubernetes-originals.json").read_text())["created"]
-    assert [(c["kind"], c["name"]) for c in recorded] == [("Gateway", name), ("GatewayClass", name),
-                                                          ("ContourDeployment", name)]  # fmt: skip
-    copy = admin.custom.get_namespaced_custom_object("projectcontour.io", "v1alpha1", namespace, "contourdeployments",
-                                                     name)["spec"]  # fmt: skip
+    assert [(c["kind"], c["name"]) for c in recorded] == [
+        ("Gateway", name),
+        ("GatewayClass", name),
+        ("ContourDeployment", name),
+    ]
+    copy = admin.custom.get_namespaced_custom_object(
+        "projectcontour.io", "v1alpha1", namespace, "contourdeployments", name
+    )["spec"]
     assert copy["envoy"]["workloadType"] == "Deployment" and copy["envoy"]["deployment"]["replicas"] == 1
     assert copy["envoy"]["logLevel"] == "warn" and copy["envoy"]["networkPublishing"] == {"type": "ClusterIPService"}
     assert copy["envoy"]["nodePlacement"] == {"nodeSelector": {"kubernetes.io/hostname": NODE}}
     assert copy["envoy"]["resources"]["limits"]["cpu"] == "250m"
     assert copy["runtimeSettings"]["ingress"]["classNames"] == [name]
     own_class = admin.custom.get_cluster_custom_object(*GATEWAY_API, "gatewayclasses", name)["spec"]
-    assert own_class == {"controllerName": CONTOUR_CONTROLLER, "parametersRef": {
-        "group": "projectcontour.io", "kind": "ContourDeployment", "namespace": namespace, "name": name}}  # fmt: skip
+    assert own_class == {
+        "controllerName": CONTOUR_CONTROLLER,
+        "parametersRef": {
+            "group": "projectcontour.io",
+            "kind": "ContourDeployment",
+            "namespace": namespace,
+            "name": name,
+        },
+    }
     own = admin.custom.get_namespaced_custom_object(*GATEWAY_API, namespace, "gateways", name)["spec"]
     assert own["gatewayClassName"] == name and [(x["protocol"], x["port"]) for x in own["listeners"]] == [
         ("HTTP", 8080)
@@ -327,7 +424,10 @@ def test_a_gateway_of_a_shared_class_gets_a_class_parameters_and_gateway_of_the_
     platform.stop()
     for plural, where in (("gateways", namespace), ("contourdeployments", namespace), ("gatewayclasses", None)):
         group, version = ("projectcontour.io", "v1alpha1") if plural == "contourdeployments" else GATEWAY_API
-        listed = (admin.custom.list_cluster_custom_object(group, version, plural) if where is None else
-                  admin.custom.list_namespaced_custom_object(group, version, where, plural))["items"]  # fmt: skip
+        listed = (
+            admin.custom.list_cluster_custom_object(group, version, plural)
+            if where is None
+            else admin.custom.list_namespaced_custom_object(group, version, where, plural)
+        )["items"]
         assert name not in [item["metadata"]["name"] for item in listed], plural
     assert _provisioned_as_served(admin, namespace) == before

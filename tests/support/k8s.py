@@ -108,8 +108,10 @@ def scenario_file(
     """A kubernetes scenario for the `gateway` in `namespace` (its rollouts time out after 5 s), written under
     tmp_path. `target`: live by default (the tests of what a run does to a gateway it patches; a CLI run then needs
     --live too), or sizing (a fleet beside it); `concurrency`: Envoy's threads (default: production's)."""
-    envoy: dict[str, object] = {"cpu": [envoy_cpu], "workload": {"namespace": namespace, "name": "envoy",
-                                                                  "container": "envoy"}}  # fmt: skip
+    envoy: dict[str, object] = {
+        "cpu": [envoy_cpu],
+        "workload": {"namespace": namespace, "name": "envoy", "container": "envoy"},
+    }
     if concurrency is not None:
         envoy["concurrency"] = concurrency
     data = {

@@ -35,8 +35,9 @@ def production_objects(admin: Cluster, envoy: Workload, gateway: str | None = No
     if gateway:
         found["gateway"] = admin.custom.get_namespaced_custom_object(*GATEWAY_API, envoy.namespace, "gateways", gateway)
         group, version, plural = PARAMETERS
-        found["parameters"] = admin.custom.get_namespaced_custom_object(group, version, envoy.namespace, plural,
-                                                                        gateway)  # fmt: skip
+        found["parameters"] = admin.custom.get_namespaced_custom_object(
+            group, version, envoy.namespace, plural, gateway
+        )
     return found
 
 
@@ -46,8 +47,12 @@ def pod_states(admin: Cluster, envoy: Workload) -> dict[str, tuple[Any, ...]]:
     for pod in live_pods(admin, envoy):
         restarts = sum(s.restart_count for s in pod.status.container_statuses or [])
         spec = next(c for c in pod.spec.containers if c.name == envoy.container).resources
-        states[pod.metadata.name] = (pod.metadata.uid, restarts, str(running_resources(admin, pod, envoy.container)),
-                                     str(admin.api.sanitize_for_serialization(spec)))  # fmt: skip
+        states[pod.metadata.name] = (
+            pod.metadata.uid,
+            restarts,
+            str(running_resources(admin, pod, envoy.container)),
+            str(admin.api.sanitize_for_serialization(spec)),
+        )
     return states
 
 
@@ -112,12 +117,18 @@ def left_behind(admin: Cluster, namespace: str = "projectcontour") -> list[str]:
     selector = label_selector(MANAGED_BY)
     left = []
     for ns in (namespace, "gateway-loadtest"):
-        left += [f"Deployment {ns}/{d.metadata.name}" for d in
-                 admin.apps.list_namespaced_deployment(ns, label_selector=selector).items]  # fmt: skip
-        left += [f"Service {ns}/{s.metadata.name}" for s in
-                 admin.core.list_namespaced_service(ns, label_selector=selector).items]  # fmt: skip
-        left += [f"ConfigMap {ns}/{c.metadata.name}" for c in
-                 admin.core.list_namespaced_config_map(ns, label_selector=selector).items]  # fmt: skip
+        left += [
+            f"Deployment {ns}/{d.metadata.name}"
+            for d in admin.apps.list_namespaced_deployment(ns, label_selector=selector).items
+        ]
+        left += [
+            f"Service {ns}/{s.metadata.name}"
+            for s in admin.core.list_namespaced_service(ns, label_selector=selector).items
+        ]
+        left += [
+            f"ConfigMap {ns}/{c.metadata.name}"
+            for c in admin.core.list_namespaced_config_map(ns, label_selector=selector).items
+        ]
     for plural, ns in (("gateways", namespace), ("httproutes", "gateway-loadtest")):
         items = admin.custom.list_namespaced_custom_object(*GATEWAY_API, ns, plural, label_selector=selector)["items"]
         left += [f"{plural} {ns}/{i['metadata']['name']}" for i in items]

@@ -77,16 +77,29 @@ def synthetic_prometheus(folder: Path, series: list[Counter]) -> Iterator[str]:
 
     exporter = ThreadingHTTPServer(("127.0.0.1", free_port()), Exporter)
     threading.Thread(target=exporter.serve_forever, daemon=True).start()
-    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-              "scrape_configs": [{"job_name": "synthetic", "honor_labels": True,
-                                  "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_port}"]}]}]}  # fmt: skip
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "synthetic",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_port}"]}],
+            }
+        ],
+    }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     process = subprocess.Popen(
-        [str(prometheus()), f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(prometheus()),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def samples() -> int:

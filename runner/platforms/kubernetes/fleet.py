@@ -34,7 +34,7 @@ from runner.platforms.kubernetes.workloads import Workload
 from runner.profiles import TlsKey
 from runner.quantities import format_cpu, parse_cpu
 from runner.scenario import Scenario
-from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 SERVING_TIMEOUT_S = 120.0  # for every new pod to serve a request, counted by Prometheus
 SERVING_POLL_S = 1.0

@@ -255,8 +255,9 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
         return
     if kind in CUSTOM_KINDS:
         group, version, plural = CUSTOM_KINDS[kind]
-        found = call(f"read {what}", cluster.custom.get_namespaced_custom_object, group, version, namespace,
-                     plural, name)  # fmt: skip
+        found = call(
+            f"read {what}", cluster.custom.get_namespaced_custom_object, group, version, namespace, plural, name
+        )
         _check_ours(what, (found.get("metadata") or {}).get("labels") or {})
         call(f"delete {what}", cluster.custom.delete_namespaced_custom_object, group, version, namespace,
              plural, name, propagation_policy="Background")  # fmt: skip

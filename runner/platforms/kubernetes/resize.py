@@ -107,8 +107,11 @@ def resize_back(cluster: Cluster, workload: Workload, timeout_s: float) -> int:
     template = get_resources(cluster, workload)
     if not template:
         return 0
-    differing = [p for p in live_pods(cluster, workload)
-                 if not runs_with(running_resources(cluster, p, workload.container), template)]  # fmt: skip
+    differing = [
+        p
+        for p in live_pods(cluster, workload)
+        if not runs_with(running_resources(cluster, p, workload.container), template)
+    ]
     if differing:
         resize_in_place(cluster, workload, template, timeout_s)
     return len(differing)

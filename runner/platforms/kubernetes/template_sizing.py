@@ -26,7 +26,7 @@ from runner.platforms.kubernetes.resize import (
     runs_with,
 )
 from runner.platforms.kubernetes.workloads import Workload
-from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 
 def args_for(base: list[str] | None, concurrency: int) -> list[str] | None:

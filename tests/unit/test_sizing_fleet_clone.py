@@ -25,37 +25,55 @@ from runner.report.series import require_series
 from runner.report.threads import threads_for
 from runner.results import load_summary
 from runner.scenario import Overrides, load_scenario, parse_scenario
-from runner.scenario.models import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
+from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 ARGS = ["-c", "/config/envoy.json", "--service-cluster $(CONTOUR_NAMESPACE)", "--log-level info"]
 # Contour's quickstart Envoy pod template (examples/contour/03-envoy.yaml), as the API serves it, with what a
 # production install adds: a priority class, a spread rule over its own pods, a node selector.
 PRODUCTION = {
-    "metadata": {"labels": {"app": "envoy"}, "annotations": {"prometheus.io/scrape": "true",
-                                                               "kubectl.kubernetes.io/restartedAt": "yesterday"}},
+    "metadata": {
+        "labels": {"app": "envoy"},
+        "annotations": {"prometheus.io/scrape": "true", "kubectl.kubernetes.io/restartedAt": "yesterday"},
+    },
     "spec": {
         "priorityClassName": "system-node-critical",
         "nodeSelector": {"role": "edge"},
         "tolerations": [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}],
         "affinity": {
-            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "envoy"}}, "topologyKey": "kubernetes.io/hostname"}]},
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}},
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "envoy"}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            },
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+                }
+            },
         },
         "terminationGracePeriodSeconds": 300,
-        "initContainers": [{"name": "envoy-initconfig", "args": ["bootstrap", "/config/envoy.json"],
-                            "volumeMounts": [{"name": "envoycert", "mountPath": "/certs"}]}],
+        "initContainers": [
+            {
+                "name": "envoy-initconfig",
+                "args": ["bootstrap", "/config/envoy.json"],
+                "volumeMounts": [{"name": "envoycert", "mountPath": "/certs"}],
+            }
+        ],
         "containers": [
             {"name": "shutdown-manager", "args": ["envoy", "shutdown-manager"]},
-            {"name": "envoy", "args": ARGS, "ports": [
-                {"containerPort": 8080, "hostPort": 80, "name": "http"},
-                {"containerPort": 8443, "hostPort": 443, "name": "https"},
-                {"containerPort": 8002, "name": "metrics"}]},
+            {
+                "name": "envoy",
+                "args": ARGS,
+                "ports": [
+                    {"containerPort": 8080, "hostPort": 80, "name": "http"},
+                    {"containerPort": 8443, "hostPort": 443, "name": "https"},
+                    {"containerPort": 8002, "name": "metrics"},
+                ],
+            },
         ],
         "volumes": [{"name": "envoycert", "secret": {"secretName": "envoycert"}}],
     },
-}  # fmt: skip
+}
 LABELS = {"app.kubernetes.io/name": "gateway-sizer-envoy", "gateway-sizer/run": "r"}
 SIZED = {"envoy": {"limits": {"cpu": "500m"}, "requests": {"cpu": "500m"}}}
 
@@ -70,14 +88,20 @@ def test_the_clone_keeps_the_same_envoy_and_changes_only_labels_sizes_placement_
     assert spec["volumes"] == PRODUCTION["spec"]["volumes"] and spec["tolerations"] == PRODUCTION["spec"]["tolerations"]
     assert spec["nodeSelector"] == {"role": "edge"}
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
-                      "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]  # fmt: skip
+    assert terms == [
+        {
+            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}],
+        }
+    ]
     # no clash with production's pods on that node, no preemption, no rule about production's own pods
     assert all("hostPort" not in p for p in spec["containers"][1]["ports"])
     assert "podAntiAffinity" not in spec["affinity"] and "priorityClassName" not in spec
     assert spec["terminationGracePeriodSeconds"] == 10
-    assert notes == ["no priority class (it never preempts a pod)",
-                     "no hostPorts (production's pods publish 8080, 8443 on their nodes)"]  # fmt: skip
+    assert notes == [
+        "no priority class (it never preempts a pod)",
+        "no hostPorts (production's pods publish 8080, 8443 on their nodes)",
+    ]
     assert PRODUCTION["spec"]["containers"][1]["ports"][0]["hostPort"] == 80  # production's copy untouched
 
 
@@ -92,8 +116,9 @@ def test_the_scenario_s_node_selector_replaces_the_node_and_host_network_becomes
 
 
 def test_the_fleet_service_has_production_s_ports_and_the_fleet_url_keeps_the_gateway_s_port():
-    production = {"spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30080,
-                                      "protocol": "TCP"}]}}  # fmt: skip
+    production = {
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30080, "protocol": "TCP"}]}
+    }
     assert service_ports(production, []) == [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]
     assert service_ports(None, [{"containerPort": 8080, "name": "http"}]) == [
         {"name": "http", "port": 8080, "targetPort": 8080}
@@ -102,8 +127,13 @@ def test_the_fleet_service_has_production_s_ports_and_the_fleet_url_keeps_the_ga
     assert service_of("http://envoy.projectcontour:8080") == ("projectcontour", "envoy")
     assert service_of("http://10.96.0.30") is None and service_of("http://gateway.example.com") is None
     scenario = load_scenario("local", Overrides(platform="kubernetes"))
-    scenario = scenario.model_copy(update={"kubernetes": scenario.kubernetes.model_copy(
-        update={"gateway_url": "http://envoy.projectcontour.svc.cluster.local:8080"})})  # fmt: skip
+    scenario = scenario.model_copy(
+        update={
+            "kubernetes": scenario.kubernetes.model_copy(
+                update={"gateway_url": "http://envoy.projectcontour.svc.cluster.local:8080"}
+            )
+        }
+    )
     fleet = KubernetesPlatform(scenario, Path("/tmp/r1")).fleet
     assert fleet.gateway_url == f"http://gateway-sizer-envoy-{run_hash('r1')}.projectcontour.svc.cluster.local:8080"
 
@@ -126,12 +156,20 @@ def test_envoy_s_args_per_thread_count_start_from_production_s(concurrency, args
 
 
 def test_the_copied_contour_deployment_is_the_user_s_but_a_cheap_deployment_of_the_run_s_own():
-    user = {"spec": {
-        "envoy": {"workloadType": "DaemonSet", "daemonSet": {"updateStrategy": {"type": "RollingUpdate"}},
-                  "logLevel": "warn", "networkPublishing": {"type": "LoadBalancerService"},
-                  "nodePlacement": {"nodeSelector": {"a": "b"}, "tolerations": [{"key": "edge"}]}},
-        "contour": {"replicas": 2}, "runtimeSettings": {"ingress": {"classNames": []}, "envoy": {"listener": {}}},
-        "resourceLabels": {"team": "x"}}}  # fmt: skip
+    user = {
+        "spec": {
+            "envoy": {
+                "workloadType": "DaemonSet",
+                "daemonSet": {"updateStrategy": {"type": "RollingUpdate"}},
+                "logLevel": "warn",
+                "networkPublishing": {"type": "LoadBalancerService"},
+                "nodePlacement": {"nodeSelector": {"a": "b"}, "tolerations": [{"key": "edge"}]},
+            },
+            "contour": {"replicas": 2},
+            "runtimeSettings": {"ingress": {"classNames": []}, "envoy": {"listener": {}}},
+            "resourceLabels": {"team": "x"},
+        }
+    }
     spec = copied_parameters(user, "gateway-sizer-abc", SIZED["envoy"], 2, {"kubernetes.io/hostname": "n"}, "run-1")
     envoy = spec["envoy"]
     assert envoy["workloadType"] == "Deployment" and envoy["deployment"] == {"replicas": 2}
@@ -152,8 +190,11 @@ def test_workers_keep_off_the_fleet_s_nodes_unless_the_scenario_names_theirs():
     assert worker_placement({"pool": "load"}, ("projectcontour", LABELS)) == {"nodeSelector": {"pool": "load"}}
     placed = worker_placement(None, ("projectcontour", LABELS))
     (term,) = placed["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-    assert term["podAffinityTerm"] == {"labelSelector": {"matchLabels": LABELS}, "namespaces": ["projectcontour"],
-                                       "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+    assert term["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": LABELS},
+        "namespaces": ["projectcontour"],
+        "topologyKey": "kubernetes.io/hostname",
+    }
     assert worker_placement(None, None) == {}
 
 
@@ -178,14 +219,18 @@ def test_threads_default_to_production_s_on_kubernetes_and_are_an_axis_with_keys
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"name": "t", "envoy": {"cpu": [0.25], "concurrency": "production"}},
-         "envoy.concurrency: production is the production gateway's thread count"),
-        ({**_kubernetes(), "contour": {"resources": [{"cpu": 1}]}},
-         "contour.resources: the sizing fleet shares production's Contour"),
+        (
+            {"name": "t", "envoy": {"cpu": [0.25], "concurrency": "production"}},
+            "envoy.concurrency: production is the production gateway's thread count",
+        ),
+        (
+            {**_kubernetes(), "contour": {"resources": [{"cpu": 1}]}},
+            "contour.resources: the sizing fleet shares production's Contour",
+        ),
         (_kubernetes(target="production"), "kubernetes.target"),
         (_kubernetes(sizing={"node_selector": {"bad key!": "x"}}), "is not a label key"),
     ],
-)  # fmt: skip
+)
 def test_what_a_target_cannot_do_is_one_line_before_anything_starts(data, message):
     with pytest.raises(ScenarioError, match=message):
         parse_scenario(data)
@@ -206,8 +251,10 @@ def test_live_needs_the_command_line_too_a_scenario_file_alone_never_sizes_produ
 def _summary_with(concurrency: int, threads: int | None, production: int | None) -> RunSummary:
     """The recorded local run's summary, its configurations run with these threads, and a fleet's facts."""
     summary = load_summary(PROJECT_ROOT / "tests" / "report" / "data" / "local-150m-300m")
-    configs = [c.model_copy(update={"envoy": c.envoy.model_copy(update={"concurrency": concurrency,
-               "threads": threads})}) for c in summary.configs]  # fmt: skip
+    configs = [
+        c.model_copy(update={"envoy": c.envoy.model_copy(update={"concurrency": concurrency, "threads": threads})})
+        for c in summary.configs
+    ]
     facts = FleetFacts(target="a sizing fleet", workload="w", production_concurrency=production)
     environment = summary.environment.model_copy(update={"fleet": facts})
     return summary.model_copy(update={"configs": configs, "environment": environment})
@@ -236,10 +283,13 @@ def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_p
 
 def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds_for():
     summary = load_summary(PROJECT_ROOT / "tests" / "report" / "data" / "local-150m-300m")
-    facts = FleetFacts(target="a sizing fleet (a Deployment cloned from production's Envoy)",
-                       workload="Deployment projectcontour/gateway-sizer-envoy-1a2b3c4d",
-                       copied_from="DaemonSet projectcontour/envoy", differences=("no hostPorts",),
-                       production_concurrency=None)  # fmt: skip
+    facts = FleetFacts(
+        target="a sizing fleet (a Deployment cloned from production's Envoy)",
+        workload="Deployment projectcontour/gateway-sizer-envoy-1a2b3c4d",
+        copied_from="DaemonSet projectcontour/envoy",
+        differences=("no hostPorts",),
+        production_concurrency=None,
+    )
     environment = summary.environment.model_copy(update={"fleet": facts})
     summary = summary.model_copy(update={"environment": environment})
     measured = [row.description for row in report_environment(summary, None) if row.name == "Measured"]
