@@ -208,6 +208,7 @@ def test_sigterm_on_a_gateway_api_run_stops_the_load_and_deletes_the_run_s_gatew
     _as_before(admin, before)
 
 
+@pytest.mark.nightly  # a provisioner's Gateway made and measured before the kill: minutes the gate's 6 do not hold
 @pytest.mark.timeout(1200)
 def test_restore_after_a_sigkill_deletes_the_run_s_gateway_class_parameters_and_what_the_provisioner_made(
     cluster, runner_kubeconfig, tmp_path

@@ -20,7 +20,7 @@ from runner.platforms.kubernetes.fleet import EnvoyFleet, TlsObjects
 from runner.platforms.kubernetes.httproute import route_to_backend
 from runner.platforms.kubernetes.listener_tls import ListenerTls
 from runner.platforms.kubernetes.originals import ClusterChanges, Original
-from runner.platforms.kubernetes.template_sizing import TemplateSizing, size_template
+from runner.platforms.kubernetes.template_sizing import TemplateFleet, TemplateSizing
 from runner.platforms.kubernetes.workloads import Workload
 from runner.scenario import Scenario
 
@@ -33,7 +33,7 @@ def _refuse_replicas(scenario_replicas: tuple[int, ...], what: object) -> None:
         )
 
 
-class ClassicLive(EnvoyFleet):
+class ClassicLive(TemplateFleet):
     """The production Envoy DaemonSet or Deployment of a classic Contour install, patched by the run."""
 
     shape = "the production Envoy (live)"
@@ -42,7 +42,6 @@ class ClassicLive(EnvoyFleet):
     def __init__(self, scenario: Scenario, run_id: str, changes: ClusterChanges) -> None:
         super().__init__(scenario, run_id, changes)
         self._workload: Workload | None = None
-        self._sizing: TemplateSizing | None = None
 
     @property
     def workload(self) -> Workload:
@@ -88,25 +87,7 @@ class ClassicLive(EnvoyFleet):
         self.changes.save()
 
     def size(self, cluster: Cluster, config: Configuration, *, fresh: bool) -> bool:
-        assert self._sizing is not None, "claimed first"
-        return size_template(
-            self._sizing,
-            cluster,
-            config,
-            self.applied,
-            fresh=fresh,
-            replicas=None,
-            timeout_s=self.scenario.kubernetes.rollout_timeout_s,
-            refused=self._refused,
-            resize_ok=self.resize_refused is None,
-        )
-
-    def _refused(self, why: str) -> None:
-        self.resize_refused = why
-
-    def threads_flag(self, config: Configuration) -> int | bool | None:
-        assert self._sizing is not None, "claimed first"
-        return workloads.concurrency_in(self._sizing.args(config))
+        return self._size(cluster, config, fresh=fresh, replicas=None)
 
     def production_concurrency(self) -> int | None:
         return workloads.concurrency_in(self._sizing.base_args) if self._sizing else None

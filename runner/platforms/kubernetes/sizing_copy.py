@@ -26,12 +26,11 @@ from runner.plan import Configuration
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.platforms.kubernetes.created import RunObjects
-from runner.platforms.kubernetes.fleet import EnvoyFleet
 from runner.platforms.kubernetes.fleet_objects import first_configuration, remove_leftovers, view_of
 from runner.platforms.kubernetes.objects import gateway_key, run_hash, run_labels
 from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.platforms.kubernetes.resize import live_pods
-from runner.platforms.kubernetes.template_sizing import TemplateSizing, size_template
+from runner.platforms.kubernetes.template_sizing import TemplateFleet, TemplateSizing
 from runner.platforms.kubernetes.workloads import Workload
 from runner.scenario import Scenario
 
@@ -129,7 +128,7 @@ def service_of(url: str) -> tuple[str, str] | None:
     return (parts[1], parts[0]) if len(parts) >= 2 and (len(parts) == 2 or parts[2] == "svc") else None
 
 
-class ClassicSizing(EnvoyFleet):
+class ClassicSizing(TemplateFleet):
     """A Deployment and Service of the run's own, cloned from the classic install's Envoy DaemonSet/Deployment."""
 
     shape = "a sizing fleet (a Deployment cloned from production's Envoy)"
@@ -276,24 +275,7 @@ class ClassicSizing(EnvoyFleet):
             self._sizing.patch(cluster, config, config.envoy_replicas)
             workloads.wait_rolled_out(cluster, self.workload, timeout_s)
             return True
-        return size_template(
-            self._sizing,
-            cluster,
-            config,
-            self.applied,
-            fresh=fresh,
-            replicas=config.envoy_replicas,
-            timeout_s=timeout_s,
-            refused=self._refused,
-            resize_ok=self.resize_refused is None,
-        )
-
-    def _refused(self, why: str) -> None:
-        self.resize_refused = why
-
-    def threads_flag(self, config: Configuration) -> int | bool | None:
-        assert self._sizing is not None, "claimed first"
-        return workloads.concurrency_in(self._sizing.args(config))
+        return self._size(cluster, config, fresh=fresh, replicas=config.envoy_replicas)
 
     def production_concurrency(self) -> int | None:
         containers = self.template.get("spec", {}).get("containers") or []

@@ -18,6 +18,7 @@ from typing import Any
 from runner.plan import Configuration
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.fleet import EnvoyFleet
 from runner.platforms.kubernetes.resize import (
     ResizeUnsupported,
     live_pods,
@@ -97,37 +98,42 @@ class TemplateSizing:
         return len(differing)
 
 
-def size_template(
-    sizing: TemplateSizing,
-    cluster: Cluster,
-    config: Configuration,
-    before: Configuration | None,
-    *,
-    fresh: bool,
-    replicas: int | None,
-    timeout_s: float,
-    refused: Callable[[str], None],
-    resize_ok: bool,
-) -> bool:
-    """Size a workload for `config`: in place when only CPU and memory change from `before` (and `resize_ok`),
-    else by a patch and its rollout; the pods a patch left as they were are resized in place to it. Returns whether
-    new pods came. `refused(why)` is told when the cluster cannot resize in place (rollouts from then on)."""
-    same_shape = before is not None and (before.envoy_concurrency, before.envoy_replicas) == (
-        config.envoy_concurrency,
-        config.envoy_replicas,
-    )
-    if same_shape and resize_ok and not fresh:
-        try:
-            sizing.resize(cluster, config, timeout_s)
+class TemplateFleet(EnvoyFleet):
+    """A fleet whose pod template the run writes (the classic install's, live or cloned), sized by one
+    TemplateSizing made at claim."""
+
+    _sizing: TemplateSizing | None = None
+
+    def _size(self, cluster: Cluster, config: Configuration, *, fresh: bool, replicas: int | None) -> bool:
+        """Size the workload for `config`: in place when only CPU and memory change from what the pods run (and the
+        cluster resizes in place), else by a patch and its rollout; the pods a patch left as they were are resized
+        in place to it. Returns whether new pods came. The first refusal to resize in place is kept (rollouts from
+        then on)."""
+        sizing = self._sizing
+        assert sizing is not None, "claimed first"
+        before, timeout_s = self.applied, self.scenario.kubernetes.rollout_timeout_s
+        same_shape = before is not None and (before.envoy_concurrency, before.envoy_replicas) == (
+            config.envoy_concurrency,
+            config.envoy_replicas,
+        )
+        if same_shape and self.resize_refused is None and not fresh and self._resize(cluster, config):
             return False
-        except ResizeUnsupported as error:
-            refused(str(error))
-    if sizing.patch(cluster, config, replicas):
-        workloads.wait_rolled_out(cluster, sizing.workload, timeout_s)
-        return True
-    if resize_ok:  # the template has `config` already: pods resized to another size before come back to it
+        if sizing.patch(cluster, config, replicas):
+            workloads.wait_rolled_out(cluster, sizing.workload, timeout_s)
+            return True
+        if self.resize_refused is None:  # the template has `config` already: pods resized before come back to it
+            self._resize(cluster, config)
+        return False
+
+    def _resize(self, cluster: Cluster, config: Configuration) -> bool:
+        assert self._sizing is not None, "claimed first"
         try:
-            sizing.resize(cluster, config, timeout_s)
+            self._sizing.resize(cluster, config, self.scenario.kubernetes.rollout_timeout_s)
+            return True
         except ResizeUnsupported as error:
-            refused(str(error))
-    return False
+            self.resize_refused = str(error)
+            return False
+
+    def threads_flag(self, config: Configuration) -> int | bool | None:
+        assert self._sizing is not None, "claimed first"
+        return workloads.concurrency_in(self._sizing.args(config))
