@@ -62,7 +62,7 @@ class Threads:
         where = fmt.cpu(self.measured_cores)
         if self.rule == "production":
             flag = self.production_flag
-            own = f"--concurrency {flag}" if flag else "no --concurrency: one per node CPU"
+            own = f"--concurrency {flag}" if flag else "no --concurrency: the count its Envoy reports"
             count = f"{self.read} worker threads" if self.read else "production's worker threads"
             return f"{count} at {where}, as the production gateway runs them ({own})"
         if self.rule == "default" or self.measured == 0:
@@ -78,7 +78,12 @@ class Threads:
         if self.rule == "production":
             lines.append(
                 "  nothing to set: production runs them already"
-                + ("" if self.production_flag else "; on nodes with another CPU count they differ (one per node CPU)")
+                + (
+                    ""
+                    if self.production_flag
+                    else "; where its args set none, Envoy picks its own count (the node's CPUs, or from Envoy 1.37 "
+                    f"its CPU limit's cores): set --concurrency {self.read or 'N'} to hold it"
+                )
             )
             return lines
         count = self.production

@@ -13,12 +13,15 @@ from runner.errors import ScenarioError, UsageError
 from runner.model import FleetFacts, RunSummary
 from runner.paths import PROJECT_ROOT
 from runner.plan import plan_sweep
+from runner.platforms.kubernetes.fleet_objects import first_configuration
 from runner.platforms.kubernetes.loadgen import worker_placement
 from runner.platforms.kubernetes.objects import run_hash
+from runner.platforms.kubernetes.originals import ClusterChanges
 from runner.platforms.kubernetes.platform import KubernetesPlatform
-from runner.platforms.kubernetes.sizing_copy import clone_template, service_of, service_ports
+from runner.platforms.kubernetes.sizing_copy import ClassicSizing, clone_template, service_of, service_ports
 from runner.platforms.kubernetes.sizing_gateway import copied_parameters, http_port
 from runner.platforms.kubernetes.template_sizing import args_for
+from runner.platforms.kubernetes.workloads import Workload
 from runner.report.model import _environment as report_environment
 from runner.report.model import build_report
 from runner.report.series import require_series
@@ -267,9 +270,9 @@ def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_p
     assert (production.rule, production.production) == ("production", 16)
     assert production.lines() == [
         "Threads: the figures hold for Envoy with 16 worker threads at 300m, as the production gateway runs them (no "
-        "--concurrency: one per node CPU).",
-        "  nothing to set: production runs them already; on nodes with another CPU count they differ (one per node "
-        "CPU)",
+        "--concurrency: the count its Envoy reports).",
+        "  nothing to set: production runs them already; where its args set none, Envoy picks its own count (the "
+        "node's CPUs, or from Envoy 1.37 its CPU limit's cores): set --concurrency 16 to hold it",
     ]
     pinned = _summary_with(PRODUCTION_CONCURRENCY, 4, 4)
     assert threads_for(require_series(pinned).largest, 0.6, pinned, None).lines()[1] == (
@@ -302,3 +305,45 @@ def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds
         "Threads: the figures hold for Envoy with --concurrency 1 at 300m (one per started core of the limit: "
         "envoy.concurrency auto)."
     )
+
+
+class FakeThreadsPrometheusForSpeed:
+    """Stands in for runner.metrics.Metrics' instant query only: Envoy's `server.concurrency` per production pod."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts, self.queries = counts, []
+
+    def instant(self, query: str) -> list[dict]:
+        self.queries.append(query)
+        return [{"metric": {"pod": f"envoy-{i}"}, "value": [0, str(n)]} for i, n in enumerate(self.counts)]
+
+
+def _classic_fleet(args: list[str]) -> ClassicSizing:
+    scenario = parse_scenario({"name": "t", "platform": "kubernetes", "envoy": {"cpu": [0.15]}})
+    fleet = ClassicSizing(scenario, "20261127-000000-t", ClusterChanges(Path("/dev/null")))
+    template = copy.deepcopy(PRODUCTION)
+    template["spec"]["containers"][1]["args"] = args
+    fleet.template, fleet.production_pods = template, ["envoy-abcde"]
+    fleet.production = Workload("DaemonSet", "projectcontour", "envoy", "envoy")
+    return fleet
+
+
+def test_the_classic_fleet_holds_the_threads_production_s_envoy_reports_where_its_args_set_none():
+    # Envoy 1.37+ takes its default count from its CPU limit: a clone at 150m without the flag would run 1 thread
+    # where production, unlimited on a 2-CPU node, runs 2 (as the one-machine cluster showed)
+    fleet = _classic_fleet(ARGS)
+    prometheus = FakeThreadsPrometheusForSpeed([2])
+    line = fleet.read_production(prometheus)
+    assert line is not None and "production's 2 worker threads" in line, line
+    assert "envoy-abcde" in prometheus.queries[0]
+    first = first_configuration(fleet.scenario)
+    assert first.envoy_concurrency == PRODUCTION_CONCURRENCY
+    assert fleet._sized(first).args(first) == [*ARGS, "--concurrency", "2"]
+    # production's own flag is kept as it is, and nothing is read
+    pinned = _classic_fleet([*ARGS, "--concurrency", "4"])
+    assert pinned.read_production(FakeThreadsPrometheusForSpeed([9])) is None
+    assert pinned._sized(first).args(first) == [*ARGS, "--concurrency", "4"]
+    # pods that disagree (or no count): Envoy's own default under the fleet's limit, said in the line
+    unsure = _classic_fleet(ARGS)
+    assert "reports no worker-thread count" in (unsure.read_production(FakeThreadsPrometheusForSpeed([])) or "")
+    assert unsure._sized(first).args(first) == ARGS

@@ -191,6 +191,10 @@ class EnvoyFleet(ABC):
         """The production gateway's own `--concurrency` (None: unset, or its args are not the run's to read)."""
         return None
 
+    def read_production(self, metrics: Metrics) -> str | None:
+        """What the fleet takes from production's metrics before it is created, said in one line (None: nothing)."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What the report's environment says of the fleet (runner.model.FleetFacts)."""
         return {

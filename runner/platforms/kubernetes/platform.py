@@ -83,6 +83,7 @@ class KubernetesPlatform(LocustPrometheusPlatform):
         self.loadgen.gateway_url = self.fleet.gateway_url  # as found (a Gateway's listener port)
         self._metrics = connect_prometheus(cluster, self.scenario)
         check_safe(cluster, self.metrics, self.fleet)  # before the first change: a live gateway's own traffic
+        self.fleet.read_production(self.metrics)  # production's threads, before the fleet is made
         self.claim(cluster)
         self.tls.create(cluster)  # Contour programs it while Locust starts
         self._locust = self.loadgen.start(cluster, self.load_targets(), self.fleet.pod_labels())

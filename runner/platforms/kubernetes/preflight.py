@@ -201,6 +201,9 @@ def preflight(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet, plan: Plan 
         check_series(report, metrics, scenario, selector, names)
     if fleet.sizing:
         report.lines.append(f"the run creates {fleet}; production's objects are only read")
+        threads = fleet.read_production(metrics)
+        if threads:
+            report.lines.append(threads)
     else:
         report.lines.append(f"the run changes {production} and its pod(s) {', '.join(names) or 'none'}")
         if len(names) > 1:  # refuse_fleet, until the sweep measures per pod

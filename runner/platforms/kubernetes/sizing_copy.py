@@ -22,10 +22,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runner.errors import UsageError
+from runner.metrics import Metrics, Selector
 from runner.plan import Configuration
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.platforms.kubernetes.created import RunObjects
+from runner.platforms.kubernetes.fleet import THREADS_BY_POD, pods_regex
 from runner.platforms.kubernetes.fleet_objects import first_configuration, remove_leftovers, view_of
 from runner.platforms.kubernetes.objects import gateway_key, run_hash, run_labels
 from runner.platforms.kubernetes.originals import ClusterChanges
@@ -142,6 +144,8 @@ class ClassicSizing(TemplateFleet):
         self.labels = {**scenario.kubernetes.sizing.labels, **run_labels(COMPONENT, run_id, self.gateway)}
         self.template: dict[str, Any] = {}
         self.production_service: dict[str, Any] | None = None
+        self.production_pods: list[str] = []  # production's pods on the node the fleet copies
+        self.production_threads: int | None = None  # production's worker threads, where its args set none
         self.node: str | None = None  # the node of production's first Envoy pod (the default placement)
         self.notes: list[str] = []
         self._sizing: TemplateSizing | None = None
@@ -176,6 +180,7 @@ class ClassicSizing(TemplateFleet):
                 "name the node it should run on (kubernetes.sizing.node_selector)",
             )
         self.node = next((p.spec.node_name for p in pods if p.spec.node_name), None)
+        self.production_pods = [p.metadata.name for p in pods if p.spec.node_name == self.node]
         self.production_service = self._production_service(cluster)
         envoy = next(c for c in self.template["spec"]["containers"] if c["name"] == production.container)
         if not service_ports(self.production_service, envoy.get("ports") or []):
@@ -212,16 +217,47 @@ class ClassicSizing(TemplateFleet):
                     "drop those labels from kubernetes.sizing.labels",
                 )
 
+    def read_production(self, metrics: Metrics) -> str | None:
+        """Production's worker threads when its args set none: the count its Envoy reports of itself
+        (`server.concurrency`, on the node the fleet copies), which the clone then sets as `--concurrency`. Envoy
+        picks its own count from its CPU limit (Envoy 1.37 and later) or the node's CPUs, so a clone left without the
+        flag would run fewer threads under a smaller limit than production runs."""
+        container = self.workload.container
+        envoy: dict[str, Any] = next((c for c in self.template["spec"]["containers"] if c["name"] == container), {})
+        if workloads.concurrency_in(envoy.get("args")) is not None or not self.production_pods:
+            return None
+        production = self.production
+        assert production is not None
+        selector = Selector(production.namespace, pods_regex(self.production_pods), container)
+        counts = {
+            int(float(s["value"][1]))
+            for s in metrics.instant(THREADS_BY_POD.format(sel=selector.matchers(with_container=False)))
+        }
+        if len(counts) != 1:
+            return (
+                "production's Envoy reports no worker-thread count (server.concurrency): the fleet runs Envoy's own "
+                "default under its limit, which the report records"
+            )
+        (self.production_threads,) = counts
+        return (
+            f"the fleet runs production's {self.production_threads} worker threads (its args set no --concurrency; "
+            f"its Envoy reports {self.production_threads}): --concurrency {self.production_threads} on the fleet"
+        )
+
     def _sized(self, config: Configuration) -> TemplateSizing:
-        """How the clone is sized: production's container resources and args as the base."""
+        """How the clone is sized: production's container resources and args as the base (with production's
+        worker-thread count, read_production)."""
         containers = {
             c["name"]: c.get("resources") or None
             for c in [*(self.template["spec"].get("initContainers") or []), *self.template["spec"]["containers"]]
         }
         envoy = next(c for c in self.template["spec"]["containers"] if c["name"] == self.workload.container)
         init = {c["name"] for c in self.template["spec"].get("initContainers") or []}
+        args = envoy.get("args")
+        if self.production_threads is not None:
+            args = workloads.with_concurrency(args, self.production_threads)
         return TemplateSizing(
-            self.workload, containers, envoy.get("args"), init, self.scenario.envoy.guaranteed_qos, lambda *_: None
+            self.workload, containers, args, init, self.scenario.envoy.guaranteed_qos, lambda *_: None
         )
 
     def claim(self, cluster: Cluster) -> None:
