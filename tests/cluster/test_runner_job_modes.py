@@ -1,8 +1,9 @@
 """The runner as a Job in both install modes on the real one-machine cluster (issue 31, items 2 and 3): a Gateway
 API sweep run as a Job end to end, and a Job stopped mid-sweep every way a Job stops (its deadline, a SIGTERM, a
-kill with --grace-period=0): each leaves the gateway exactly as it was (every field of the objects a run changes,
-and the resources Envoy's pods run with), the first two by themselves, the kill through `restore --from-cluster`
-from the records the Job published before each change. Needs root."""
+kill with --grace-period=0): each leaves the gateway exactly as it was (every field of the objects a live run
+changes, and the resources Envoy's pods run with) and nothing of the sizing fleet it sized (issue 29), the first two
+by themselves, the kill through `restore --from-cluster` from the records the Job published before each object it
+created. Needs root."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from runner.platforms.kubernetes.originals import FILE_NAME
 from runner.platforms.kubernetes.published import COMPONENT, RUN_ANNOTATION
 from support.cluster import run
 from support.processes import run_sizer
+from support.production import left_behind
 from support.runner_job import NAMESPACE, build_runner_image, install, job_done, job_logs, job_pods, left, snapshot
 from support.wait import until
 
@@ -63,15 +65,12 @@ def _published(admin: Cluster) -> tuple[str, dict[str, Any]] | None:
     return item.metadata.annotations[RUN_ANNOTATION], files
 
 
-def _changed(admin: Cluster, before: dict[str, Any], mode: str) -> bool:
-    """The Job has made its first change to the gateway, recorded and published before it was made."""
+def _fleet_made(admin: Cluster) -> bool:
+    """The Job has created its sizing fleet (the default target), recorded and published before it was made."""
     published = _published(admin)
     if published is None or FILE_NAME not in published[1]:
         return False
-    record = json.loads(published[1][FILE_NAME])
-    recorded = any(p["changed"] for p in record["parameters"]) or any(
-        o["resources_changed"] for o in record["originals"])  # fmt: skip
-    return recorded and snapshot(admin, mode) != before
+    return bool(json.loads(published[1][FILE_NAME])["created"]) and bool(left_behind(admin))
 
 
 def _ran_at_least(admin: Cluster, seconds: float) -> int:
@@ -126,7 +125,7 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
     before = snapshot(admin, mode)
     helm = install(kubeconfig, RELEASE, _scenario(tmp_path, mode))
     try:
-        until(lambda: _changed(admin, before, mode), 600, "the Job's first change to the gateway", poll_s=0.5)
+        until(lambda: _fleet_made(admin), 600, "the Job's sizing fleet", poll_s=0.5)
         (pod,) = job_pods(admin, RELEASE)
         if stop == "deadline":  # the Job controller ends it as at its activeDeadlineSeconds
             client.BatchV1Api(admin.api).patch_namespaced_job(
@@ -144,7 +143,7 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
         assert published is not None
         run_id, files = published
         if stop == "kill":  # nothing ran after the kill: what was published brings everything back
-            assert snapshot(admin, mode) != before
+            assert left_behind(admin), "the killed Job's fleet"
             result = run_sizer("restore", run_id, "--from-cluster", "--namespace", NAMESPACE, "--results",
                                str(tmp_path / "home"), env={"KUBECONFIG": str(kubeconfig)}, timeout=900)  # fmt: skip
             assert result.returncode == 0, result.stderr[-3000:]
@@ -159,6 +158,7 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
         after = snapshot(admin, mode)
         differing = [key for key in before if before[key] != after[key]]
         assert not differing, {key: (before[key], after[key]) for key in differing}
+        assert left_behind(admin) == []
     finally:
         run([*helm, "uninstall", RELEASE, "--wait", "--timeout", "5m"], timeout=400, check=False)
     until(lambda: not left(admin, RELEASE), 180, "the release's and the run's objects to be gone")
