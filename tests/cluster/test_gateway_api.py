@@ -162,10 +162,10 @@ def gateway_run(request, cluster, runner_kubeconfig, tmp_path_factory) -> Gatewa
     adaptive = nightly_selected(request)
     schedule = {"load.windows_per_round": 1} if adaptive else {"load.search": "fixed", "load.rps": [100]}
     scenario = _scenario(tmp_path, **{"envoy.cpu": [0.15, 0.3], "load.rounds": 2, **schedule})
-    before = production_objects(admin, ENVOY, gateway="gateway-sizer")
     address = admin.core.read_namespaced_service(ENVOY.name, "projectcontour").spec.cluster_ip
     _production_route(admin, address)
     try:
+        before = production_objects(admin, ENVOY, gateway="gateway-sizer")  # with its route, served
         watch, load = ProductionWatch(admin, ENVOY), SteadyLoad(address, PRODUCTION_RPS)
         sampler = LimitSampler(admin, tmp_path)
         try:
@@ -175,12 +175,12 @@ def gateway_run(request, cluster, runner_kubeconfig, tmp_path_factory) -> Gatewa
             sampler.stop()
             load.stop()
             changed = watch.stop()
+        assert sweep.returncode == 0, err[-3000:]
+        _as_before(admin, before)  # while production's route is still there, as it was before the run
     finally:
         _drop_production_route(admin)
-    assert sweep.returncode == 0, err[-3000:]
     assert load.answered >= 0.8 * load.sent > 0, (load.sent, load.answered)
     assert changed == [], f"production's pods changed: {changed[:3]} (first {watch.first})"
-    _as_before(admin, before)
     run_dir = run_dir_of(tmp_path)
     cores = int(admin.core.read_node("gsz-node").status.capacity["cpu"])
     return GatewayRun(load_summary(run_dir), run_dir, out, sampler, cores, adaptive)

@@ -329,12 +329,19 @@ def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
     """Undo what a run recorded in its run directory; one line per thing done. Holds the gateway's Lease
     meanwhile: waits for it while the run being restored may still hold it (at most until it expires), and
     refuses at once when another run holds it."""
-    from runner.scenario import load_scenario
+    import yaml
+
+    from runner.scenario import parse_scenario
 
     changes = ClusterChanges.load(run_dir)
     if not changes.pending:
         return [f"nothing to restore: {run_dir.name} left no changes behind"]
-    scenario = load_scenario(str(run_dir / "scenario.yaml"))
+    source = run_dir / "scenario.yaml"
+    raw = yaml.safe_load(source.read_text())
+    if isinstance(raw, dict) and isinstance(raw.get("load"), dict):
+        # restore runs no load: a Job's scenario names its locustfile in the runner image, absent here
+        raw["load"].pop("locustfile", None)
+    scenario = parse_scenario(raw, source=str(source))
     k8s = scenario.kubernetes
     cluster = connect(k8s.kubeconfig, k8s.context)
     envoy = scenario.envoy.workload

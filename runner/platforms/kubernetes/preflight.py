@@ -28,6 +28,7 @@ from runner.errors import PlatformError, UsageError
 from runner.http import is_redacted
 from runner.metrics import CFS_PERIODS, CPU_SAMPLES, ENVOY_REQUESTS, MIN_CPU_SAMPLES, Metrics, Selector
 from runner.plan import Plan
+from runner.platforms.base import refuse_fleet
 from runner.platforms.kubernetes.connection import Cluster, connect
 from runner.platforms.kubernetes.fleet import EnvoyFleet, pods_regex
 from runner.platforms.kubernetes.lease import lease_for
@@ -235,7 +236,9 @@ def check_safe(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet) -> None:
 
 def run_preflight(scenario: Scenario, plan: Plan, *, live: bool, run_id: str | None = None) -> Preflight:
     """The preflight of a run not started yet (`run_id`: one being resumed): the cluster and Prometheus read,
-    nothing created or changed (a new run's fleet's objects are named for a run to come)."""
+    nothing created or changed (a new run's fleet's objects are named for a run to come). What the platform
+    refuses from the scenario alone (a fleet of several pods) is refused first, before any cluster is reached."""
+    refuse_fleet(scenario.envoy.replicas, "kubernetes")
     k8s = scenario.kubernetes
     cluster = connect(k8s.kubeconfig, k8s.context)
     run = run_id or PLANNED_RUN
