@@ -158,7 +158,8 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
         after = snapshot(admin, mode)
         differing = [key for key in before if before[key] != after[key]]
         assert not differing, {key: (before[key], after[key]) for key in differing}
-        assert left_behind(admin) == []
+        # nothing of the run's fleet or load; the Job's published records stay until the release is uninstalled
+        assert [thing for thing in left_behind(admin) if "gateway-sizer-results-" not in thing] == []
     finally:
         run([*helm, "uninstall", RELEASE, "--wait", "--timeout", "5m"], timeout=400, check=False)
     until(lambda: not left(admin, RELEASE), 180, "the release's and the run's objects to be gone")
