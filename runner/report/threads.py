@@ -67,8 +67,8 @@ class Threads:
             return f"{count} at {where}, as the production gateway runs them ({own})"
         if self.rule == "default" or self.measured == 0:
             nodes = f" ({self.read} as Envoy reported)" if self.read else ""
-            nodes = nodes or (f" ({self.node_cpus} on the run's nodes)" if self.node_cpus else "")
-            return f"Envoy's default worker threads, one per node CPU{nodes}, at {where}"
+            nodes = nodes or (f" ({self.node_cpus} CPUs on the run's nodes)" if self.node_cpus else "")
+            return f"Envoy's default worker threads, its own count{nodes}, at {where}"
         why = {"auto": "one per started core of the limit: envoy.concurrency auto", "fixed": "envoy.concurrency"}
         return f"--concurrency {self.measured} at {where} ({why[self.rule]})"
 

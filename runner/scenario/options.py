@@ -135,7 +135,8 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
         ("envoy", "concurrency"),
         Words(),
         "Envoy worker threads, an axis like the CPU list: `production` (the production gateway's own, kubernetes' "
-        "default), `auto` (one per started core, local's default), `default` (one per CPU of the node) or numbers",
+        "default), `auto` (one per started core, local's default), `default` (Envoy's own count: the node's CPUs, "
+        "fewer under a CPU limit) or numbers",
         ("1,2,4", "default,2"),
     ),
     Option(

@@ -86,7 +86,7 @@ def test_threads_name_the_count_the_figures_hold_for_and_the_one_to_set():
     on_nodes = summary.model_copy(update={"configs": [default], "environment": nodes})
     provisioned = threads_for(basis.__class__(default, "knee", basis.rps, None, None), 0.3, on_nodes, None)
     assert (provisioned.rule, provisioned.production) == ("default", 16)
-    assert "Envoy's default worker threads, one per node CPU (16 on the run's nodes)" in provisioned.measured_text
+    assert "Envoy's default worker threads, its own count (16 CPUs on the run's nodes)" in provisioned.measured_text
     assert provisioned.flag == "--concurrency 16"
     unknown = summary.model_copy(update={"configs": [default]})  # a local run: no nodes recorded
     unknown_nodes = threads_for(basis.__class__(default, "knee", basis.rps, None, None), 0.3, unknown, None)

@@ -281,7 +281,7 @@ def test_the_sizing_says_which_threads_its_figures_hold_for_and_what_to_set_in_p
     default = _summary_with(ENVOY_DEFAULT_CONCURRENCY, 2, None)  # Envoy's own default, as Envoy reported it
     threads = threads_for(require_series(default).largest, 0.3, default, None)
     assert (threads.rule, threads.production, threads.flag) == ("default", 2, "--concurrency 2")
-    assert "Envoy's default worker threads, one per node CPU (2 as Envoy reported), at 300m" in threads.lines()[0]
+    assert "Envoy's default worker threads, its own count (2 as Envoy reported), at 300m" in threads.lines()[0]
 
 
 def test_the_report_names_what_the_run_measured_and_the_threads_its_sizing_holds_for():

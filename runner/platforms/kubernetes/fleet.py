@@ -163,7 +163,7 @@ class EnvoyFleet(ABC):
 
     def threads(self, metrics: Metrics, config: Configuration) -> int | None:
         """The worker threads the pods run for `config`: the number asked, else what Envoy reports of itself
-        (`server.concurrency`; one per CPU of the node where nothing sets it), None when it cannot be read."""
+        (`server.concurrency`; Envoy's own count where nothing sets it), None when it cannot be read."""
         if config.envoy_concurrency not in (ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY):
             return config.envoy_concurrency
         found = metrics.instant(THREADS_BY_POD.format(sel=self.selector().matchers(with_container=False)))
