@@ -32,7 +32,8 @@ from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCUR
 
 def args_for(base: list[str] | None, concurrency: int) -> list[str] | None:
     """Envoy's args for a configuration's worker threads: production's `base` as they are (PRODUCTION_CONCURRENCY),
-    without any `--concurrency` (Envoy's default: its own count, the node's CPUs or fewer under a CPU limit), or with `--concurrency N`."""
+    without any `--concurrency` (Envoy's default: its own count, the node's CPUs or fewer under a CPU limit), or
+    with `--concurrency N`."""
     if concurrency == PRODUCTION_CONCURRENCY:
         return list(base) if base else None
     if concurrency == ENVOY_DEFAULT_CONCURRENCY:
