@@ -38,9 +38,13 @@ def _scenario(folder: Path) -> Path:
     return path
 
 
-def _query(admin: Any, promql: str) -> list[dict[str, Any]]:
+def _query(admin: Any, promql: str, starting: bool = False) -> list[dict[str, Any]]:
+    """The answer's series; with `starting`, none while the Prometheus just created is not serving yet (the
+    API server's proxy answers 503 until its pod is ready)."""
     url = admin.service_proxy_url("monitoring", SERVICE, 9090) + "/api/v1/query"
     answer = admin.session().get(url, params={"query": promql}, timeout=10)
+    if starting and answer.status_code in (502, 503):
+        return []
     answer.raise_for_status()
     return list(answer.json()["data"]["result"])
 
@@ -58,7 +62,7 @@ def test_a_sweep_reads_kube_prometheus_stacks_prometheus_through_the_charts_podm
     made = kps.objects(RELEASE, kps.prometheus_config(monitors, "gateway-loadtest"), image)
     utils.create_from_yaml(admin.api, yaml_objects=made)
     try:
-        until(lambda: bool(_query(admin, 'up{job="gateway-loadtest/envoy"} == 1')), 180,
+        until(lambda: bool(_query(admin, 'up{job="gateway-loadtest/envoy"} == 1', starting=True)), 180,
               "the emulated kps Prometheus to scrape Envoy through the PodMonitor", poll_s=2)  # fmt: skip
         sweep = sizer("--scenario", str(_scenario(tmp_path)), kubeconfig=kubeconfig, results=tmp_path)
         _, err = sweep.communicate(timeout=1500)
@@ -73,8 +77,14 @@ def test_a_sweep_reads_kube_prometheus_stacks_prometheus_through_the_charts_podm
             assert abs(step.envoy_rps - step.rps) <= 0.1 * step.rps, windows  # Envoy's stats, via the PodMonitor
             assert not step.guards, (windows, step.guards)
         # the PodMonitor's filter: Envoy's scrape holds the few series gateway-sizer reads, not the full page
-        scraped = _query(admin, 'scrape_samples_scraped{job="gateway-loadtest/envoy"}')
-        assert scraped and all(float(s["value"][1]) < 100 for s in scraped), scraped
+        # (production's pods and the sizing fleet's, each through its own PodMonitor)
+        jobs = 'job=~"gateway-loadtest/(envoy|gateway-sizer-envoy)"'
+        scraped = _query(admin, f"max_over_time(scrape_samples_scraped{{{jobs}}}[30m])")
+        assert {s["metric"]["job"] for s in scraped} == {
+            "gateway-loadtest/envoy",
+            "gateway-loadtest/gateway-sizer-envoy",
+        }
+        assert all(float(s["value"][1]) < 100 for s in scraped), scraped
     finally:
         admin.apps.delete_namespaced_deployment(SERVICE, "monitoring")
         admin.core.delete_namespaced_service(SERVICE, "monitoring")

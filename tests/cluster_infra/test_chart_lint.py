@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from runner.paths import PROJECT_ROOT
+from runner.platforms.kubernetes.sizing_copy import COMPONENT as SIZING_COMPONENT
 from support.cluster import run
 from support.project import CACHE, K8S
 
@@ -114,9 +115,16 @@ def test_the_charts_podmonitor_is_selected_by_kube_prometheus_stack_and_scrapes_
     chart = str(PROJECT_ROOT / "charts/gateway-loadtest")
     values = ["--set", "podMonitor.enabled=true", "--set", "podMonitor.labels.release=kps"]
     rendered = run([str(built_tools["helm"]), "template", "t", chart, *values], timeout=120).stdout
-    (monitor,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PodMonitor"]
+    monitors = {d["metadata"]["name"]: d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PodMonitor"}
+    # production's Envoy and the sizing fleet the run clones beside it (its own label, none of production's)
+    assert {name: m["spec"]["selector"]["matchLabels"] for name, m in monitors.items()} == {
+        "envoy": {"app": "envoy"},
+        "gateway-sizer-envoy": {"app.kubernetes.io/name": SIZING_COMPONENT},
+    }
+    monitor = monitors["gateway-sizer-envoy"]
     assert monitor["metadata"]["labels"]["release"] == "kps"  # kps's podMonitorSelector
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert monitors["envoy"]["spec"]["podMetricsEndpoints"] == [endpoint]
     assert endpoint["interval"] == "30s"  # kps's own: the scenario's scrape_interval_seconds
     prometheus = yaml.safe_load_all((K8S / "manifests/prometheus/prometheus.yaml").read_text())
     (config,) = [d for d in prometheus if d and d["kind"] == "ConfigMap"]
