@@ -25,10 +25,21 @@ class GatewayRef(BaseModel):
     controller_name: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9.-]+/[A-Za-z0-9/._-]+$")] = (
         GATEWAY_CONTROLLER
     )
+    # TLS profiles add HTTPS listeners on port 443 to the Gateway: behind a LoadBalancer, open to the world for the run
+    add_tls_listeners: bool = False
 
     @property
     def provisioned(self) -> bool:
         return self.kind == "gateway"
+
+    def refuse_tls_listeners(self, tls_profiles: list[str]) -> None:
+        """ValueError when TLS profiles would add listeners to the Gateway without `add_tls_listeners: true`."""
+        if tls_profiles and not self.add_tls_listeners:
+            raise ValueError(
+                f"profiles {', '.join(tls_profiles)}: a TLS profile adds an HTTPS listener on port 443 to Gateway "
+                f"{self.namespace}/{self.name}, which a LoadBalancer in front opens to the world for the run; set "
+                "kubernetes.gateway.add_tls_listeners: true to allow it, or leave the TLS profiles out"
+            )
 
 
 def provisioned_names(data: Any) -> Any:

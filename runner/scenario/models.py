@@ -386,6 +386,8 @@ class Scenario(_Model):
                     f"{what}: not measured on a provisioned gateway (kubernetes.gateway.kind: gateway) yet; "
                     "size them on a Contour installed with HTTPProxy (kind: httpproxy)"
                 )
+        if self.kubernetes.live:  # a sizing fleet's TLS listeners go on the run's own Gateway, a ClusterIP one
+            self.kubernetes.gateway.refuse_tls_listeners([profile.name for profile in self.profiles if profile.tls])
         return self
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ from runner.platforms.kubernetes.originals import ClusterChanges, undo
 from runner.platforms.kubernetes.provisioned import OWNER_LABEL, PARAMETERS
 from runner.platforms.kubernetes.workloads import CHANGED_BY
 from runner.scenario import Scenario, parse_scenario
+from support.gateway_api import accepted_conditions, class_status
 from support.k8s import create, workload
 
 pytestmark = pytest.mark.kubernetes
@@ -39,12 +40,14 @@ def _scenario(namespace: str, name: str = "gw") -> Scenario:
 
 
 def _gateway_class(admin: Cluster, name: str, controller: str = CONTOUR, parameters: dict | None = None) -> None:
+    """A GatewayClass its controller has Accepted (as the provisioner would write its status)."""
     spec: dict = {"controllerName": controller}
     if parameters is not None:
         spec["parametersRef"] = parameters
     admin.custom.create_cluster_custom_object("gateway.networking.k8s.io", "v1", "gatewayclasses",
         {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": name},
          "spec": spec})  # fmt: skip
+    class_status(admin, name, accepted_conditions())
 
 
 def _gateway(admin: Cluster, namespace: str, name: str, class_name: str) -> None:

@@ -21,7 +21,7 @@ Can = Callable[..., bool]  # (verb, "[group/]resource[/subresource]", namespace[
 def _parts(resource: str) -> tuple[str, str, str]:
     """ "apps/daemonsets" -> ("apps", "daemonsets", ""); "pods/resize" -> ("", "pods", "resize")."""
     head, _, rest = resource.partition("/")
-    if head == "apps" or "." in head:
+    if head in ("apps", "autoscaling") or "." in head:
         plural, _, subresource = rest.partition("/")
         return head, plural, subresource
     return "", head, rest
@@ -103,3 +103,22 @@ def test_a_classic_install_reads_nothing_of_the_gateway_api(accounts):
     assert not classic("list", "gateway.networking.k8s.io/gatewayclasses", "")
     assert not classic("list", "gateway.networking.k8s.io/gateways", "")
     assert not classic("patch", "projectcontour.io/contourdeployments", "projectcontour", "gateway-sizer")
+
+
+@pytest.mark.parametrize("mode", ["classic", "gateway-api"])
+def test_both_modes_list_the_autoscalers_that_could_scale_envoy_and_change_none(accounts, mode):
+    can = accounts[mode]
+    assert can("list", "autoscaling/horizontalpodautoscalers", "projectcontour")
+    assert can("list", "keda.sh/scaledobjects", "projectcontour")
+    for verb in ("patch", "delete", "create"):
+        assert not can(verb, "autoscaling/horizontalpodautoscalers", "projectcontour"), verb
+        assert not can(verb, "keda.sh/scaledobjects", "projectcontour"), verb
+    assert not can("list", "autoscaling/horizontalpodautoscalers", "kube-system")
+
+
+def test_a_gateway_api_install_reads_the_backends_namespace_labels_only(accounts):
+    classic, gateway = accounts["classic"], accounts["gateway-api"]
+    assert gateway("get", "namespaces", "", ACCOUNT_NAMESPACE)  # a listener may select namespaces by label
+    assert not gateway("get", "namespaces", "", "kube-system")
+    assert not gateway("list", "namespaces", "")
+    assert not classic("get", "namespaces", "", ACCOUNT_NAMESPACE)

@@ -25,6 +25,7 @@ from runner.platforms.kubernetes.objects import MANAGED_BY, run_hash
 from runner.platforms.kubernetes.platform import KubernetesPlatform
 from runner.platforms.kubernetes.sizing_copy import fleet_name
 from runner.scenario import load_scenario, parse_scenario
+from support.gateway_api import accepted_conditions, class_status
 from support.k8s import create, gateway, scenario_file, workload
 from support.processes import one_line, run_sizer
 from support.project import TESTS, child_env
@@ -326,6 +327,7 @@ def _provisioned_production(admin: Cluster, namespace: str) -> dict[str, Any]:
             "spec": {"controllerName": CONTOUR_CONTROLLER, "parametersRef": params},
         },
     )
+    class_status(admin, f"class-{namespace}", accepted_conditions())  # as the provisioner writes it
     for name in ("gw", "neighbour"):
         _custom(
             admin,

@@ -83,6 +83,13 @@ class Cluster:
         self._authorize(session)
         return session
 
+    def served_versions(self, group: str) -> list[str]:
+        """The versions the API server serves of an API group (discovery, which every account may read); empty
+        when no CRD or API of that group is installed."""
+        groups = call("discover the API groups", client.ApisApi(self.api).get_api_versions)
+        found = next((g for g in groups.groups or [] if g.name == group), None)
+        return [str(v.version) for v in found.versions or []] if found is not None else []
+
     def service_proxy_url(self, namespace: str, service: str, port: int | str) -> str:
         """The API server's proxy to a Service port: no Ingress or port-forward needed."""
         return f"{self.host}/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from runner.errors import UsageError
 from runner.locust import LocustMaster
 from runner.plan import Configuration
-from runner.platforms.kubernetes import gateway_object, provisioned, workloads
+from runner.platforms.kubernetes import gateway_object, listeners, provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.fleet import EnvoyFleet, TlsObjects
 from runner.platforms.kubernetes.httproute import route_to_backend
@@ -116,6 +116,8 @@ class ProvisionedLive(EnvoyFleet):
 
     def find(self, cluster: Cluster) -> None:
         self.parameters = found = provisioned.find(cluster, self.scenario)
+        # the listener that takes the run's HTTPRoute (else one line naming what stops each), and its port
+        self.scenario = listeners.routed(cluster, self.scenario)
         workloads.refuse_foreign_changes(found.gateway, gateway_object.changed_by(cluster, found), self.run_id)
         self.production = found.envoy
         self.found_labels = dict(workloads.read(cluster, self.production).spec.selector.match_labels or {})

@@ -308,21 +308,11 @@ class KubernetesPlatform(LocustPrometheusPlatform):
             facts["envoy_workload"] = workloads.facts(cluster, production, self.changes, self.fleet.provisioned_by())
         facts["fleet"] = self.fleet.describe()
         facts["versions"] = {
-            "envoy": _image_tag(cluster, self.fleet.workload),
-            "contour": _image_tag(cluster, contour),
-            "nginx": _image_tag(cluster, self.backend),
+            "envoy": workloads.image_of(cluster, self.fleet.workload),
+            "contour": workloads.image_of(cluster, contour),
+            "nginx": workloads.image_of(cluster, self.backend),
         }
         return facts
-
-
-def _image_tag(cluster: Cluster, workload: Workload | None) -> str | None:
-    if workload is None:
-        return None
-    obj = workloads.read(cluster, workload)
-    for container in obj.spec.template.spec.containers:
-        if container.name == workload.container:
-            return str(container.image)
-    return None
 
 
 def restore(run_dir: Path, *, wait: bool = True) -> list[str]:

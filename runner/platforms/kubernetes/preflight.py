@@ -10,6 +10,8 @@ the cluster and Prometheus only:
   listeners the sweep reads (one line naming the missing series and how to add it);
 - how often Prometheus holds a sample of Envoy's CPU, against the scenario's windows;
 - the node's room for the largest configuration's pods (when the account may read nodes);
+- no HPA or KEDA ScaledObject scales the workload the run sizes (autoscalers.py): production's when live, the
+  sizing fleet's otherwise;
 - live: the production pods' own traffic over the last seconds (a gateway serving traffic is refused, its RPS in
   the line) and their count (one pod until the sweep measures per pod).
 """
@@ -29,7 +31,9 @@ from runner.http import is_redacted
 from runner.metrics import CFS_PERIODS, CPU_SAMPLES, ENVOY_REQUESTS, MIN_CPU_SAMPLES, Metrics, Selector
 from runner.plan import Plan
 from runner.platforms.base import refuse_fleet
+from runner.platforms.kubernetes.autoscalers import check_autoscalers
 from runner.platforms.kubernetes.connection import Cluster, connect
+from runner.platforms.kubernetes.findings import Finding
 from runner.platforms.kubernetes.fleet import EnvoyFleet, pods_regex
 from runner.platforms.kubernetes.lease import lease_for
 from runner.platforms.kubernetes.node_room import node_room
@@ -215,10 +219,26 @@ def preflight(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet, plan: Plan 
             )
         if names:
             check_idle(report, metrics, selector, names)
+    add_findings(report, check_autoscalers(cluster, fleet.workload, AUTOSCALER_FIX[fleet.sizing]))
     room = node_room(cluster, fleet, pods, plan)
     if room:
         report.lines.append(room)
     return report
+
+
+AUTOSCALER_FIX = {  # how each fix of an autoscaler that scales the workload the run sizes ends
+    False: "or size a sizing fleet (kubernetes.target: sizing, the default)",
+    True: "or name another workload in it: it scales the run's own sizing fleet",
+}
+
+
+def add_findings(report: Preflight, findings: list[Finding]) -> None:
+    """A check's refusals and warnings (findings.py) into the preflight."""
+    for finding in findings:
+        if finding.refuse:
+            report.refuse(finding.problem, finding.fix)
+        else:
+            report.lines.append(finding.warning())
 
 
 def _production(fleet: EnvoyFleet) -> Workload:

@@ -10,10 +10,11 @@ Gateway (`gateway-sizer/applied`): an update of the Gateway, which the provision
 waits for Envoy's pod template to carry the new resources and for the rollout.
 
 A ContourDeployment sizes every Gateway of its class, so a class that provisions other Gateways too is
-refused: resizing it would resize their Envoys at their next reconcile. What the run changes is recorded in
-the run directory before the change (`Parameters`, originals.py), and undone on every exit and by `restore`:
-the ContourDeployment's original resources go back, the annotations come off (one more reconcile), and the
-run waits until Envoy runs with its own resources again.
+refused: resizing it would resize their Envoys at their next reconcile; so is one that another GatewayClass
+names too, and a class not Accepted, on Gateway API CRDs before v1 (gateway_class.py). What the run changes is
+recorded in the run directory before the change (`Parameters`, originals.py), and undone on every exit and by
+`restore`: the ContourDeployment's original resources go back, the annotations come off (one more reconcile),
+and the run waits until Envoy runs with its own resources again.
 
 Traffic reaches the backend through an HTTPRoute the run creates (httproute.py).
 """
@@ -29,6 +30,8 @@ from typing import Any
 from runner.errors import PlatformError, UsageError
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
+from runner.platforms.kubernetes.findings import settle
+from runner.platforms.kubernetes.gateway_class import class_checks, no_parameters, refuse_without_v1, shared_checks
 from runner.platforms.kubernetes.gateway_object import (
     APPLIED,
     add_annotation,
@@ -90,7 +93,8 @@ class GatewayClassOf:
 def class_of(cluster: Cluster, scenario: Scenario) -> GatewayClassOf:
     """The scenario's Gateway's class, checked to be Contour's gateway provisioner's and to name a ContourDeployment;
     UsageError (one line naming the fix) for a Gateway that is missing, of another controller's class, or of a
-    class without a ContourDeployment."""
+    class without a ContourDeployment, not Accepted, or on Gateway API CRDs before v1 (gateway_class.py)."""
+    refuse_without_v1(cluster)  # before v1 is read: a cluster that serves v1beta1 only answers v1 with 404
     ref = scenario.kubernetes.gateway
     what = f"Gateway {ref.namespace}/{ref.name}"
     try:
@@ -115,22 +119,20 @@ def class_of(cluster: Cluster, scenario: Scenario) -> GatewayClassOf:
         )
     params = spec.get("parametersRef") or {}
     if params.get("kind") != PARAMETERS_KIND or params.get("group") != PARAMETERS[0] or not params.get("namespace"):
-        raise UsageError(
-            f"GatewayClass {class_name} names no {PARAMETERS_KIND} (spec.parametersRef), where the run sets "
-            "Envoy's resources",
-            "give it one (docs/kubernetes.md, section Gateway API)",
-        )
+        raise no_parameters(cluster, scenario, class_name)
+    settle(class_checks(gateway, gateway_class, (str(params["namespace"]), str(params["name"]))))
     return GatewayClassOf(what, class_name, str(controller), str(params["namespace"]), str(params["name"]))
 
 
 def find(cluster: Cluster, scenario: Scenario) -> Parameters:
     """The scenario's Gateway, checked to be provisioned by Contour's gateway provisioner alone in its class
     (class_of), and the ContourDeployment that sizes its Envoy, with Envoy's resources as they are now. UsageError
-    (one line naming the fix) for a class shared with other Gateways, or a Gateway whose Envoy the provisioner has
-    not made."""
+    (one line naming the fix) for a class shared with other Gateways, a ContourDeployment other classes name too,
+    or a Gateway whose Envoy the provisioner has not made."""
     ref = scenario.kubernetes.gateway
     found = class_of(cluster, scenario)
     what, class_name = found.gateway, found.class_name
+    settle(shared_checks(cluster, what, class_name, (found.parameters_namespace, found.parameters_name)))
     others = sorted(
         f"{item['metadata']['namespace']}/{item['metadata']['name']}"
         for item in gateway_api(cluster, "list Gateways", "gateways", None).get("items", [])

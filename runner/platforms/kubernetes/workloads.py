@@ -82,6 +82,13 @@ def _container(obj: Any, container: str) -> tuple[str, Any]:
     raise PlatformError(f"container {container!r} disappeared from {obj.metadata.namespace}/{obj.metadata.name}")
 
 
+def image_of(cluster: Cluster, workload: Workload | None) -> str | None:
+    """The image of the workload's sized container (None without a workload)."""
+    if workload is None:
+        return None
+    return str(_container(read(cluster, workload), workload.container)[1].image)
+
+
 def init_container_names(cluster: Cluster, workload: Workload) -> set[str]:
     return {c.name for c in read(cluster, workload).spec.template.spec.init_containers or []}
 
