@@ -185,17 +185,6 @@ class LocustPrometheusPlatform(Platform):
         return self.metrics
 
 
-def refuse_fleet(replicas: tuple[int, ...], platform: str) -> None:
-    """UsageError when a configuration asks for more Envoy pods than the platform sets up: the seam a platform
-    leaves until it runs a fleet (the metrics read every pod by its `pod` label on any platform: runner.metrics)."""
-    if max(replicas) > 1:
-        raise UsageError(
-            f"envoy.replicas {max(replicas)}: the {platform} platform sizes one Envoy pod per configuration so far "
-            "(the local platform runs fleets)",
-            "set ENVOY_REPLICAS=1 (envoy.replicas: [1]), or sweep the fleet with PLATFORM=local",
-        )
-
-
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

@@ -58,22 +58,6 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     one_line(result, "Kubernetes API unreachable", "KUBECONFIG")
 
 
-def test_a_fleet_on_kubernetes_is_refused_in_one_line_before_the_cluster_is_reached(tmp_path):
-    """The local platform runs fleets; Kubernetes still sets one pod per configuration and says so first, before it
-    tries a cluster (the kubeconfig here points at nothing)."""
-    result = run_sizer(
-        "sweep",
-        "--platform",
-        "kubernetes",
-        "--envoy-replicas",
-        "1,2",
-        "--results",
-        str(tmp_path / "r"),
-        env={"KUBECONFIG": str(tmp_path / "absent")},
-    )
-    one_line(result, "envoy.replicas 2", "kubernetes platform", "ENVOY_REPLICAS=1")
-
-
 def test_a_gateway_that_does_not_exist_is_one_line(apiserver, admin, namespace, tmp_path):
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig)
     one_line(

@@ -239,6 +239,44 @@ def test_live_without_the_flag_is_one_line_and_nothing_is_read_or_changed(apiser
     assert leases == []
 
 
+def _with_replicas(path: Path, replicas: list[int]) -> Path:
+    data = yaml.safe_load(path.read_text())
+    data["envoy"]["replicas"] = replicas
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_sizing_fleet_of_two_replicas_is_made_with_two_and_production_is_only_read(
+    apiserver, admin, namespace, tmp_path
+):
+    """The sizing fleet's replicas are the run's: a plan of 2 makes a Deployment of 2 beside production."""
+    before = _production(admin, namespace)
+    scenario = load_scenario(str(_with_replicas(_scenario(tmp_path, namespace, apiserver.kubeconfig), [2])))
+    (tmp_path / RUN).mkdir()
+    platform = KubernetesPlatform(scenario, tmp_path / RUN)
+    platform.cluster = admin
+    platform.claim(admin)
+    assert admin.apps.read_namespaced_deployment(fleet_name(RUN), namespace).spec.replicas == 2
+    assert _as_served(admin, namespace) == before
+    platform.stop()
+    assert _fleet_objects(admin, namespace) == []
+
+
+def test_replicas_on_a_live_gateway_are_one_line_before_anything_is_changed(apiserver, admin, namespace, tmp_path):
+    """A live gateway's pod count is production's: `--live --envoy-replicas 1,2` is refused once the gateway is
+    found, before a Lease, a run directory or a change."""
+    before = _production(admin, namespace)
+    scenario = _scenario(tmp_path, namespace, apiserver.kubeconfig, target="live")
+    result = run_sizer(
+        "sweep", "--live", "--envoy-replicas", "1,2", "--scenario", str(scenario), "--results", str(tmp_path / "r")
+    )
+    one_line(result, "envoy.replicas: the production gateway's pod count", "kubernetes.target: sizing")
+    assert _as_served(admin, namespace) == before
+    assert not (tmp_path / "r").exists()
+    assert client.CoordinationV1Api(admin.api).list_namespaced_lease(namespace).items == []
+    assert wl.changed_by(admin, wl.Workload("DaemonSet", namespace, "envoy", "envoy")) is None
+
+
 def test_live_on_a_gateway_serving_traffic_is_refused_with_its_rps_before_any_change(
     apiserver, admin, namespace, tmp_path
 ):

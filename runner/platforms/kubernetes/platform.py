@@ -29,7 +29,7 @@ from runner.measure import Capacities
 from runner.metrics import Metrics, Selector, Selectors
 from runner.model import RouteProgramming
 from runner.plan import Configuration
-from runner.platforms.base import Endpoints, LocustPrometheusPlatform, refuse_fleet
+from runner.platforms.base import Endpoints, LocustPrometheusPlatform
 from runner.platforms.kubernetes import nodes as nodefacts
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster, call, connect
@@ -55,7 +55,6 @@ class KubernetesPlatform(LocustPrometheusPlatform):
     def __init__(self, scenario: Scenario, run_dir: Path, *, free_ports: bool = False, live: bool = False) -> None:
         if free_ports:
             raise UsageError("--free-ports applies to the local platform only", "leave it out on kubernetes")
-        refuse_fleet(scenario.envoy.replicas, self.name)
         self.scenario = scenario
         self.run_dir = run_dir
         self.run_id = run_dir.name

@@ -30,7 +30,6 @@ from runner.errors import PlatformError, UsageError
 from runner.http import is_redacted
 from runner.metrics import CFS_PERIODS, CPU_SAMPLES, ENVOY_REQUESTS, MIN_CPU_SAMPLES, Metrics, Selector
 from runner.plan import Plan
-from runner.platforms.base import refuse_fleet
 from runner.platforms.kubernetes.autoscalers import check_autoscalers
 from runner.platforms.kubernetes.connection import Cluster, connect
 from runner.platforms.kubernetes.findings import Finding
@@ -211,11 +210,11 @@ def preflight(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet, plan: Plan 
             report.lines.append(threads)
     else:
         report.lines.append(f"the run changes {production} and its pod(s) {', '.join(names) or 'none'}")
-        if len(names) > 1:  # refuse_fleet, until the sweep measures per pod
+        if len(names) > 1:  # a live run sizes one pod; a fleet of several is the sizing fleet's (envoy.replicas)
             report.refuse(
-                f"{production} runs {len(names)} pods: the kubernetes platform measures one Envoy pod per "
-                "configuration so far",
-                "size a sizing fleet (kubernetes.target: sizing, the default)",
+                f"{production} runs {len(names)} pods: a live run measures one Envoy pod per configuration",
+                "size a sizing fleet (kubernetes.target: sizing, the default), whose replicas are the run's "
+                "(envoy.replicas)",
             )
         if names:
             check_idle(report, metrics, selector, names)
@@ -256,9 +255,8 @@ def check_safe(cluster: Cluster, metrics: Metrics, fleet: EnvoyFleet) -> None:
 
 def run_preflight(scenario: Scenario, plan: Plan, *, live: bool, run_id: str | None = None) -> Preflight:
     """The preflight of a run not started yet (`run_id`: one being resumed): the cluster and Prometheus read,
-    nothing created or changed (a new run's fleet's objects are named for a run to come). What the platform
-    refuses from the scenario alone (a fleet of several pods) is refused first, before any cluster is reached."""
-    refuse_fleet(scenario.envoy.replicas, "kubernetes")
+    nothing created or changed (a new run's fleet's objects are named for a run to come). A live target's
+    replicas are refused when its gateway is found (fleet_live.py), before anything is changed."""
     k8s = scenario.kubernetes
     cluster = connect(k8s.kubeconfig, k8s.context)
     run = run_id or PLANNED_RUN
