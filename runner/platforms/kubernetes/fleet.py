@@ -21,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Protocol
 
-from runner.errors import PlatformError, UsageError
+from runner.errors import PlatformError
 from runner.locust import LoadTarget, LocustMaster
 from runner.metrics import ENVOY_LISTENERS, Metrics, Selector
 from runner.plan import Configuration
@@ -228,15 +228,6 @@ def wait_serving(fleet: EnvoyFleet, master: LocustMaster, metrics: Metrics, targ
                 "kubernetes.sizing.labels) and Contour's and Envoy's logs",
             )
         time.sleep(SERVING_POLL_S)
-
-
-def refuse_replicas_on_daemonset(workload: Workload, scenario: Scenario) -> None:
-    """UsageError when the sweep asks a DaemonSet for a replica count: it runs one pod per node."""
-    if workload.kind == "DaemonSet" and scenario.envoy.replicas != (1,):
-        raise UsageError(
-            f"envoy.replicas: {workload} runs one pod per node, its count is not the run's to set",
-            "size a sizing fleet (kubernetes.target: sizing), whose replicas are the run's",
-        )
 
 
 class TlsObjects(Protocol):
