@@ -22,18 +22,28 @@ SAMPLE_S = 1.0
 
 
 def served(admin: Cluster, obj: Any) -> dict[str, Any]:
+    """An object as the API serves it, less what its controllers write on their own (status, and the
+    resourceVersion and managedFields such a write moves): its spec, labels, annotations and generation stay, so
+    any write of the run's shows."""
     data: dict[str, Any] = admin.api.sanitize_for_serialization(obj)
-    return data
+    return _without_controllers_writes(data)
+
+
+def _without_controllers_writes(data: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (data.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in data.items() if k != "status"}, "metadata": metadata}
 
 
 def production_objects(admin: Cluster, envoy: Workload, gateway: str | None = None) -> dict[str, Any]:
-    """Production's Envoy workload and Service and (a Gateway API install) its Gateway and ContourDeployment, byte
-    for byte as the API serves them (resourceVersion included: any write shows)."""
+    """Production's Envoy workload and Service and (a Gateway API install) its Gateway and ContourDeployment as the
+    API serves them, less their controllers' own writes (`served`)."""
     found = {"workload": served(admin, read(admin, envoy))}
     service = envoy.name if gateway else "envoy"
     found["service"] = served(admin, admin.core.read_namespaced_service(service, envoy.namespace))
     if gateway:
-        found["gateway"] = admin.custom.get_namespaced_custom_object(*GATEWAY_API, envoy.namespace, "gateways", gateway)
+        found["gateway"] = _without_controllers_writes(
+            admin.custom.get_namespaced_custom_object(*GATEWAY_API, envoy.namespace, "gateways", gateway)
+        )
         group, version, plural = PARAMETERS
         found["parameters"] = admin.custom.get_namespaced_custom_object(
             group, version, envoy.namespace, plural, gateway
