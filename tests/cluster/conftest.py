@@ -14,6 +14,8 @@ from kubernetes import client
 
 from runner.platforms.kubernetes.connection import Cluster, connect
 from support.cluster import CACHE, STARTED_BY_TESTS, STATE, make
+from support.processes import run_sizer
+from support.production import left_behind
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +52,29 @@ def runner_kubeconfig(cluster, tmp_path_factory) -> Path:
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report kept on the test, so a fixture's teardown knows whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(autouse=True)
+def runs_restored_after_a_failure(request, tmp_path) -> Iterator[None]:
+    """A test that failed with a run of its own killed or stopped mid-way (a SIGKILL test whose assertion failed
+    before its `restore`) would leave that run's objects and lease to the next tests, which then fail on them:
+    `restore` each run directory under the test's tmp_path as its user would, and print what is still left."""
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed or "cluster" not in request.fixturenames:
+        return
+    kubeconfig, admin = request.getfixturevalue("cluster")
+    if not left_behind(admin):
+        return
+    for run_dir in sorted({summary.parent.resolve() for summary in tmp_path.rglob("summary.json")}):
+        restored = run_sizer("restore", str(run_dir), timeout=600, env={"KUBECONFIG": str(kubeconfig)})
+        print(f"restore {run_dir.name} after the failure: exit {restored.returncode}\n{restored.stdout}")
+    print(f"left after the restores: {left_behind(admin)}")
