@@ -6,8 +6,12 @@ by a generator that is not the sweep's (GETs to production's ClusterIP, an addre
     .venv/bin/python bench/fleet_isolation.py --pairs 2 --rps 50
 
 Per sweep it prints the fleet's knee with its interval, production's request rate over the sweep (its own Envoy's
-counter through Prometheus) and how many windows carried a guard; then whether each loaded knee lies inside the
-unloaded knee's interval of its pair, and the intervals' overlap. Needs root and the cluster up; nothing else
+counter through Prometheus), how many windows carried a guard and the node's speed before it (the reference loop the
+local platform times, runner/platforms/local/speed.py: the one-machine cluster's node is this machine); then whether
+each loaded knee lies inside the unloaded knee's interval of its pair, the intervals' overlap, and how far the knee
+and the machine's speed moved between the pair's two sweeps (a knee's interval holds the drift within its sweep, not
+between two). Pairs alternate which sweep goes first, so a machine slowing down through the run does not always
+land on the loaded one. Needs root and the cluster up; nothing else
 measuring on the machine.
 """
 
@@ -30,6 +34,7 @@ import yaml
 
 from runner.model import ConfigResult
 from runner.paths import PROJECT_ROOT, SCENARIO_DIR
+from runner.platforms.local.speed import reference_speed
 from runner.results import load_summary
 
 PROMETHEUS = "http://10.96.0.90:9090"
@@ -107,8 +112,9 @@ def main() -> int:
     address = production_address()
     rows = []
     for pair in range(args.pairs):
-        knees = {}
-        for loaded in (False, True):
+        knees, speeds = {}, {}
+        for loaded in (False, True) if pair % 2 == 0 else (True, False):
+            speeds[loaded] = reference_speed()
             stop = threading.Event()
             generator = threading.Thread(target=steady_load, args=(address, args.rps, stop), daemon=True)
             if loaded:
@@ -124,7 +130,7 @@ def main() -> int:
             print(
                 f"pair {pair + 1} {'loaded' if loaded else 'quiet '}: knee {knee.rps if knee else 0:,.0f} RPS "
                 f"({interval}), {config.status}; production served {production:.1f} RPS over the sweep; "
-                f"{guarded} of {len(config.steps)} windows with a guard"
+                f"{guarded} of {len(config.steps)} windows with a guard; node speed before it {speeds[loaded]:.1f} M/s"
             )
             knees[loaded] = knee
         quiet, loaded_knee = knees[False], knees[True]
@@ -134,7 +140,8 @@ def main() -> int:
             overlap = loaded_low <= high and low <= loaded_high
             rows.append((inside, overlap))
             print(
-                f"pair {pair + 1}: loaded knee inside the quiet knee's interval: {inside}; intervals overlap: {overlap}"
+                f"pair {pair + 1}: loaded knee inside the quiet one's interval: {inside}; overlap: {overlap}; "
+                f"loaded/quiet knee {loaded_knee.rps / quiet.rps:.2f}, node speed {speeds[True] / speeds[False]:.2f}"
             )
     if rows:
         print(f"{sum(r[0] for r in rows)} of {len(rows)} loaded knees inside; {sum(r[1] for r in rows)} overlap")
