@@ -52,3 +52,8 @@ class LoadGeneratorError(SizerError):
 
 class WindowDiscarded(PlatformError):
     """A measuring window cannot be trusted (the load stopped, or Locust's master restarted in it)."""
+
+
+class StopRun(PlatformError):
+    """The cluster changed so that the run must not go on (a Gateway created mid-run takes a live run's sizing): the
+    sweep stops at once, keeping what it measured, where another error fails only its configuration."""

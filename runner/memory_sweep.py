@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
-from runner.errors import LoadGeneratorError, PlatformError, SizerError
+from runner.errors import LoadGeneratorError, PlatformError, SizerError, StopRun
 from runner.locust import REPORT_LAG_S, HeldConnections, LoadTarget, LocustOptions
 from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP
 from runner.model import LoadLevel, MemoryPoint, MemoryResult, RouteProgramming
@@ -149,7 +149,7 @@ class MemoryExperiment:
         return holder
 
     def run_point(self, plan: MemoryPointPlan) -> MemoryPoint:
-        """Measure one point; an error fails only this point (the reason is kept with it)."""
+        """Measure one point; an error fails only this point (the reason is kept with it), StopRun the run."""
         holder = self._holder()
         try:
             restarted = self.platform.recover()
@@ -166,6 +166,8 @@ class MemoryExperiment:
             self._sleep(self.spec.settle_s)
             return self._measure(holder, plan, programming)
         except SizerError as error:
+            if isinstance(error, StopRun):
+                raise
             return MemoryPoint(
                 key=plan.key, connections=plan.connections, routes=plan.routes, status="failed", reason=error.one_line()
             )

@@ -11,7 +11,7 @@ from runner import environment
 from runner.assess import assess, search_ending
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
-from runner.errors import PlatformError, SizerError
+from runner.errors import PlatformError, SizerError, StopRun
 from runner.heartbeat import Heartbeat
 from runner.knee import find_knee
 from runner.live import LiveState
@@ -168,9 +168,9 @@ class Sweep:
     def _visit(
         self, config: Configuration, round_: int, position: int, total: int, record: RoundsRecord, policy: RoundsPolicy
     ) -> ConfigResult:
-        """Apply `config` and measure its windows of this round; an error fails only this configuration.
-        The configuration ends (knee, capacity, verdict) after its last round, or early when a guard says
-        more load cannot help or its time budget is spent."""
+        """Apply `config` and measure its windows of this round; an error fails only this configuration (StopRun
+        fails it and stops the run). The configuration ends (knee, capacity, verdict) after its last round, or early
+        when a guard says more load cannot help or its time budget is spent."""
         result = self.store.summary.config(config.key)
         if result is None or result.status == "failed":  # first visit, or a failure of an earlier attempt
             result = self.store.begin(config, order=[c.key for c in self.plan.configurations])
@@ -193,6 +193,8 @@ class Sweep:
             self._failed.add(config.key)
             self.store.save()
             self.observer.config_finished(result)
+            if isinstance(error, StopRun):
+                raise
             return result
         finally:
             self.driver.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import PlatformError
+from runner.errors import PlatformError, StopRun
 from runner.locust import HeldConnections
 from runner.metrics import ENVOY_ACTIVE_CONNECTIONS, ENVOY_ALLOCATED, ENVOY_HEAP, Selector
 from runner.plan import Configuration, plan_sweep
@@ -174,3 +174,16 @@ def test_memory_only_runs_no_knee_configuration(tmp_path):
     assert sweep.run() == "complete"
     assert load_summary(sweep.store.run_dir).configs == []
     assert all(isinstance(c, Configuration) and c.envoy_memory_bytes == 2**30 for c in platform.applied)
+
+
+def test_a_stop_run_error_ends_the_experiment_at_once_and_keeps_the_points_measured(tmp_path):
+    platform = FakeMemoryPlatform(FakeClock())
+    stop = StopRun("Gateway(s) x created during the run", "the run stops")
+    platform.fail_apply = lambda config: stop if len(platform.applied) == 2 else None  # the second point's apply
+    sweep = _sweep(tmp_path, _scenario(only=True), platform)  # on_failure: continue
+    with pytest.raises(StopRun):
+        sweep.run()
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "failed" and summary.reason == "Gateway(s) x created during the run: the run stops"
+    assert summary.memory is not None and [p.key for p in summary.memory.points] == ["connections=0,routes=0"]
+    assert len(platform.applied) == 2 and platform.locust.count == 0 and platform.stopped == 1

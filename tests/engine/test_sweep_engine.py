@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import LoadGeneratorError, PlatformError, UnreachableError
+from runner.errors import LoadGeneratorError, PlatformError, StopRun, UnreachableError
 from runner.locust import Snapshot
 from runner.plan import Configuration, plan_sweep
 from runner.results import RunStore, load_summary
@@ -152,6 +152,24 @@ def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
     assert sweep.run() == "failed"
     assert len(platform.applied) == 1 and [c.status for c in sweep.store.summary.configs] == ["failed"]
     assert sweep.store.summary.reason is not None and "2 of 2" in sweep.store.summary.reason
+
+
+def test_a_stop_run_error_ends_the_sweep_at_once_and_keeps_what_was_measured(tmp_path):
+    def stop_at_the_second(config: Configuration) -> Exception | None:
+        stop = StopRun("Gateway(s) x created during the run", "the run stops")
+        return stop if config.envoy_cpu_cores == 0.5 else None
+
+    platform = FakePlatform(FakeClock(), _envoy, fail_apply=stop_at_the_second)
+    scenario = _scenario(envoy={"cpu": [0.25, 0.5, 0.75]}, load={"rounds": 1})  # on_failure: continue
+    sweep = _sweep(tmp_path, scenario, platform)
+    with pytest.raises(StopRun):
+        sweep.run()
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "failed" and summary.reason == "Gateway(s) x created during the run: the run stops"
+    first, stopped = summary.configs  # the third never begun
+    assert first.status == "saturated" and first.steps
+    assert stopped.status == "failed" and stopped.reason == summary.reason
+    assert [c.envoy_cpu_cores for c in platform.applied] == [0.25, 0.5] and platform.stopped == 1
 
 
 def test_prometheus_unreachable_mid_run_fails_that_configuration_with_the_reason(tmp_path):
