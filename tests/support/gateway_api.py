@@ -1,11 +1,16 @@
 """Gateway API objects as a real cluster has them, for tests against a real API server: a GatewayClass with the
-status its controller writes, a Gateway with listeners of the user's, and the provisioner's Envoy beside them."""
+status its controller writes, a Gateway with listeners of the user's, and the provisioner's Envoy beside them (made
+once, or by a stand-in for the provisioner that renders it again at each update of its Gateway)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.gateway_object import JSON_PATCH
 from runner.platforms.kubernetes.provisioned import OWNER_LABEL, PARAMETERS
 from support.k8s import create, workload
 
@@ -104,3 +109,75 @@ def read(admin: Cluster, namespace: str, plural: str, name: str) -> dict[str, An
         group, version, _ = PARAMETERS
         return dict(admin.custom.get_namespaced_custom_object(group, version, namespace, plural, name))
     return dict(admin.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name))
+
+
+def envoy_resources(admin: Cluster, namespace: str, gateway_name: str) -> dict[str, Any]:
+    """The resources of the Envoy container in the pod template of the Envoy made for the Gateway."""
+    found = admin.apps.read_namespaced_deployment(f"envoy-{gateway_name}", namespace)
+    return dict(admin.api.sanitize_for_serialization(found.spec.template.spec.containers[0].resources) or {})
+
+
+class StandInProvisioner:
+    """Stands in for Contour's gateway provisioner where none runs (an API server alone), in a thread from start to
+    stop: like it, at every update of a Gateway in `namespace` (a new resourceVersion) whose class names a
+    ContourDeployment, it renders the Gateway's Envoy (a Deployment `envoy-<gateway>` with the provisioner's owner
+    label, its rollout done) with that ContourDeployment's `spec.envoy.resources`; a change of the ContourDeployment
+    alone renders nothing. `rendered` lists the Gateways rendered, in order."""
+
+    POLL_S = 0.05
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        self.seen: dict[str, str] = {}  # each Gateway's resourceVersion last rendered
+        self.rendered: list[str] = []
+        self.error: Exception | None = None  # the last render that failed (tried again at the next look)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.POLL_S):
+            try:
+                self._look()
+            except Exception as error:  # the API server busy, an object changed meanwhile: the next look tries again
+                self.error = error
+
+    def _look(self) -> None:
+        gateways = self.cluster.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "gateways")
+        for gateway in gateways["items"]:
+            name, version = gateway["metadata"]["name"], gateway["metadata"]["resourceVersion"]
+            if self.seen.get(name) != version:
+                self._render(gateway)
+                self.seen[name] = version
+                self.rendered.append(name)
+
+    def _render(self, gateway: dict[str, Any]) -> None:
+        custom = self.cluster.custom
+        class_name = gateway["spec"]["gatewayClassName"]
+        ref = custom.get_cluster_custom_object(GROUP, VERSION, "gatewayclasses", class_name)["spec"].get(
+            "parametersRef"
+        )
+        if not ref or ref.get("kind") != "ContourDeployment":
+            return
+        group, version, plural = PARAMETERS
+        parameters = custom.get_namespaced_custom_object(group, version, ref["namespace"], plural, ref["name"])
+        resources = ((parameters.get("spec") or {}).get("envoy") or {}).get("resources") or {}
+        name = f"envoy-{gateway['metadata']['name']}"
+        apps = self.cluster.apps
+        try:
+            apps.read_namespaced_deployment(name, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            manifest = workload("Deployment", self.namespace, name, {"envoy": resources})
+            manifest["metadata"]["labels"] = {OWNER_LABEL: gateway["metadata"]["name"]}
+            create(self.cluster, manifest)
+        else:
+            patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/resources", "value": resources}]
+            apps.patch_namespaced_deployment(name, self.namespace, patch, _content_type=JSON_PATCH)
+        done = {"observedGeneration": 1000, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+        apps.patch_namespaced_deployment_status(name, self.namespace, {"status": {**done, "readyReplicas": 1}})

@@ -1,6 +1,7 @@
 """What a check of the cluster as the run finds it says before any change: a refusal (one line naming the problem
 and the fix) or a warning, as values. The checks (listeners.py, gateway_class.py, autoscalers.py) return them;
-`settle` prints the warnings and raises the first refusal, and a preflight can list them all.
+`settle` prints the warnings and raises the first refusal, and a preflight can list them all. A check made again
+during the run raises its refusal as the error that stops the run (class_gateways.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ with `--live` on the command line too).
 - classic: the Envoy DaemonSet/Deployment is patched (resources, Guaranteed QoS, `--concurrency`) and its pods
   resized in place between configurations; its originals are recorded before the first change and put back.
 - provisioned: the Gateway's class's ContourDeployment gets Envoy's resources and the provisioner rolls Envoy out
-  (provisioned.py); traffic goes through an HTTPRoute of the run's (httproute.py).
+  (provisioned.py); traffic goes through an HTTPRoute of the run's (httproute.py). A Gateway that the
+  ContourDeployment comes to size during the run stops it (class_gateways.py).
 
 A live gateway's pods are production's: their replica count is not the run's to set.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from runner.errors import UsageError
 from runner.locust import LocustMaster
 from runner.plan import Configuration
-from runner.platforms.kubernetes import gateway_object, listeners, provisioned, workloads
+from runner.platforms.kubernetes import class_gateways, gateway_object, listeners, provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.fleet import EnvoyFleet, TlsObjects
 from runner.platforms.kubernetes.httproute import route_to_backend
@@ -134,7 +135,10 @@ class ProvisionedLive(EnvoyFleet):
         route_to_backend(cluster, self.scenario, self.run_id, self.changes, master)
 
     def size(self, cluster: Cluster, config: Configuration, *, fresh: bool) -> bool:
+        """Between configurations, before any change of the ContourDeployment: stop the run when a Gateway it sizes
+        was created since the start (class_gateways.py); then size Envoy through it (provisioned.size)."""
         assert self.parameters is not None, "claimed first"
+        class_gateways.stop_if_joined(cluster, self.parameters)
         sized = workloads.resources_for(config.envoy_cpu_cores, config.envoy_memory_bytes, guaranteed=True)
         timeout_s = self.scenario.kubernetes.rollout_timeout_s
         return provisioned.size(cluster, self.parameters, sized, self.run_id, self.changes.save, timeout_s)

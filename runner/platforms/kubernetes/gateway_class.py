@@ -89,13 +89,18 @@ def _names(ref: dict[str, Any], parameters: tuple[str, str]) -> bool:
     return named == ("projectcontour.io", "ContourDeployment", *parameters)
 
 
-def sharing_classes(classes: list[dict[str, Any]], own: str, parameters: tuple[str, str]) -> list[str]:
-    """The other GatewayClasses whose parametersRef names the ContourDeployment (namespace, name)."""
+def naming_classes(classes: list[dict[str, Any]], parameters: tuple[str, str]) -> list[str]:
+    """The GatewayClasses whose parametersRef names the ContourDeployment (namespace, name)."""
     return sorted(
         str(item["metadata"]["name"])
         for item in classes
-        if item["metadata"]["name"] != own and _names((item.get("spec") or {}).get("parametersRef") or {}, parameters)
+        if _names((item.get("spec") or {}).get("parametersRef") or {}, parameters)
     )
+
+
+def sharing_classes(classes: list[dict[str, Any]], own: str, parameters: tuple[str, str]) -> list[str]:
+    """The other GatewayClasses whose parametersRef names the ContourDeployment (namespace, name)."""
+    return [name for name in naming_classes(classes, parameters) if name != own]
 
 
 def shared_finding(classes: list[str], own: str, parameters: tuple[str, str], gateway: str) -> Finding | None:

@@ -11,9 +11,10 @@ waits for Envoy's pod template to carry the new resources and for the rollout.
 
 A ContourDeployment sizes every Gateway of its class, so a class that provisions other Gateways too is
 refused: resizing it would resize their Envoys at their next reconcile; so is one that another GatewayClass
-names too, and a class not Accepted, on Gateway API CRDs before v1 (gateway_class.py). What the run changes is
-recorded in the run directory before the change (`Parameters`, originals.py), and undone on every exit and by
-`restore`: the ContourDeployment's original resources go back, the annotations come off (one more reconcile),
+names too, and a class not Accepted, on Gateway API CRDs before v1 (gateway_class.py); a Gateway created in the
+class during a live run stops it (class_gateways.py). What the run changes is recorded in the run directory before
+the change (`Parameters`, originals.py), and undone on every exit and by `restore`: the ContourDeployment's
+original resources go back, the annotations come off and every Gateway it sizes is updated (a reconcile of each),
 and the run waits until Envoy runs with its own resources again.
 
 Traffic reaches the backend through an HTTPRoute the run creates (httproute.py).
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import PlatformError, UsageError
-from runner.platforms.kubernetes import workloads
+from runner.platforms.kubernetes import class_gateways, workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.platforms.kubernetes.findings import settle
 from runner.platforms.kubernetes.gateway_class import class_checks, no_parameters, refuse_without_v1, shared_checks
@@ -132,17 +133,13 @@ def find(cluster: Cluster, scenario: Scenario) -> Parameters:
     ref = scenario.kubernetes.gateway
     found = class_of(cluster, scenario)
     what, class_name = found.gateway, found.class_name
-    settle(shared_checks(cluster, what, class_name, (found.parameters_namespace, found.parameters_name)))
-    others = sorted(
-        f"{item['metadata']['namespace']}/{item['metadata']['name']}"
-        for item in gateway_api(cluster, "list Gateways", "gateways", None).get("items", [])
-        if (item.get("spec") or {}).get("gatewayClassName") == class_name
-        and (item["metadata"]["namespace"], item["metadata"]["name"]) != (ref.namespace, ref.name)
-    )
+    where = (found.parameters_namespace, found.parameters_name)
+    settle(shared_checks(cluster, what, class_name, where))
+    others = class_gateways.others(cluster, where, (ref.namespace, ref.name))  # of its class alone: no other names it
     if others:
         raise UsageError(
-            f"GatewayClass {class_name} also provisions Gateway(s) {', '.join(others)}: its {PARAMETERS_KIND} "
-            f"sizes their Envoys too",
+            f"GatewayClass {class_name} also provisions Gateway(s) {', '.join(map(str, others))}: its "
+            f"{PARAMETERS_KIND} sizes their Envoys too",
             f"give {what} a GatewayClass and {PARAMETERS_KIND} of its own",
         )
     parameters = Parameters(
@@ -330,10 +327,12 @@ def same_resources(found: dict[str, Any] | None, wanted: dict[str, Any] | None) 
 
 def restore(cluster: Cluster, parameters: Parameters, run_id: str, *, wait: bool = True) -> list[str]:
     """Take the run's listeners off the Gateway, put the ContourDeployment's Envoy resources back, take the run's
-    annotations off the Gateway (which has the provisioner reconcile it); one line per thing done. Each step goes
+    annotations off the Gateway and update every Gateway the ContourDeployment sizes, the run's and any created
+    meanwhile (which has the provisioner render their Envoy again from it); one line per thing done. Each step goes
     on when its object is gone. With `wait`, `changed` stays set until `wait_restored` has seen Envoy run with
     its own resources again, so a restore that fails there is done again by the next."""
     done: list[str] = []
+    restored = False
     if parameters.listeners:
         try:
             removed = remove_listeners(cluster, parameters)
@@ -346,6 +345,7 @@ def restore(cluster: Cluster, parameters: Parameters, run_id: str, *, wait: bool
         try:
             set_envoy_resources(cluster, parameters, parameters.envoy_resources, restoring=True)
             done.append(f"restored spec.envoy.resources of {parameters}")
+            restored = True
         except NotFoundError:
             parameters.changed = False
             done.append(f"{parameters} no longer exists")
@@ -354,15 +354,20 @@ def restore(cluster: Cluster, parameters: Parameters, run_id: str, *, wait: bool
         with contextlib.suppress(NotFoundError):  # the Gateway is gone, and its annotations with it
             unmark(cluster, parameters, run_id)
         parameters.marked = False
+    if restored:
+        done += class_gateways.nudge(cluster, parameters)
     return done
 
 
 def wait_restored(cluster: Cluster, parameters: Parameters, timeout_s: float) -> None:
     """Block until Envoy runs with the ContourDeployment's original resources again (updating the Gateway again
-    while its template lags); then the change counts as undone."""
+    while its template lags), then update every Gateway it sizes once more: the provisioner, which reads it from
+    its cache, has the restored one now, so none of their Envoys keeps the run's sizing. Then the change counts as
+    undone."""
     with contextlib.suppress(NotFoundError):  # the Gateway and its Envoy deleted: nothing runs with the run's resources
         wait_sized(cluster, parameters.envoy, parameters.envoy_resources, timeout_s,
                    nudge=lambda: touch(cluster, parameters))  # fmt: skip
+    class_gateways.nudge(cluster, parameters)  # restore said which
     parameters.changed = False
 
 
