@@ -23,7 +23,7 @@ from runner.locust import (
 from runner.platforms.kubernetes.gateway_check import fetch
 from runner.platforms.local.processes import Supervisor
 from support.lean_client import LOCUSTFILE, START_TIMEOUT_S, NginxBackend
-from support.locust_pair import FILES, start_master, worker_command
+from support.locust_pair import FETCHING, start_master, worker_command
 from support.processes import alive
 from support.wait import until
 
@@ -39,8 +39,7 @@ def locust(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
     supervisor = Supervisor(tmp_path / "locust-logs")
 
     def start(master_env: dict[str, str], worker_env: dict[str, str], host: str) -> tuple[str, Path]:
-        fetching = f"{FILES},{LOCUSTFILE.parent / 'gateway_sizer_fetch.py'}"  # as the kubernetes platform's master
-        master = start_master(supervisor, master_env, host, OPTIONS, files=fetching)
+        master = start_master(supervisor, master_env, host, OPTIONS, files=FETCHING)
         worker = supervisor.start("locust-worker", worker_command(master, OPTIONS), env=worker_env,
                                   cwd=LOCUSTFILE.parent)  # fmt: skip
         LocustMaster(master.url).wait_for_workers(1, START_TIMEOUT_S)

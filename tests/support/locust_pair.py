@@ -11,6 +11,7 @@ from runner.platforms.local.processes import ManagedProcess, Supervisor, free_po
 from support.lean_client import LOCUSTFILE, START_TIMEOUT_S
 
 FILES = locustfile_arg(LOCUSTFILE)
+FETCHING = f"{FILES},{LOCUSTFILE.parent / 'gateway_sizer_fetch.py'}"  # as the kubernetes platform's master
 USER_CLASS = "LeanGatewayUser"
 
 

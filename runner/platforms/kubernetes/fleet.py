@@ -38,8 +38,13 @@ from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCUR
 
 SERVING_TIMEOUT_S = 120.0  # for every new pod to serve a request, counted by Prometheus
 SERVING_POLL_S = 1.0
-# Envoy's request counter per pod, on the listeners the sweep reads: present once the pod has served one
-SERVED_BY_POD = "max by (pod) (envoy_http_downstream_rq_total{{{sel}," + ENVOY_LISTENERS + "}})"
+# Envoy's 2xx responses per pod on the listeners the sweep reads: a pod serves the load once this is above 0. Its
+# request counter alone is not enough: it counts the 404s of a pod Contour has not yet given the run's route, and a
+# scrape without `usedonly` publishes it at 0 before any request (nothing but the run's load reaches the fleet's pods)
+SERVED_BY_POD = (
+    "sum by (pod) (envoy_http_downstream_rq_xx{{{sel}," + ENVOY_LISTENERS + ',envoy_response_code_class="2"}})'
+)
+SCRAPED_BY_POD = "max by (pod) (envoy_http_downstream_rq_total{{{sel}," + ENVOY_LISTENERS + "}})"
 THREADS_BY_POD = "max by (pod) (envoy_server_concurrency{{{sel}}})"  # Envoy's worker threads, from its own stats
 
 
@@ -204,30 +209,46 @@ class EnvoyFleet(ABC):
         }
 
 
-def wait_serving(fleet: EnvoyFleet, master: LocustMaster, metrics: Metrics, target: LoadTarget) -> None:
-    """Return once every pod of the fleet has served the load's Host header, as Prometheus counts it per pod:
-    GETs through the fleet's Service (a new connection each, spread over the pods) until each pod's request
-    counter is there. PlatformError naming the pods not seen after SERVING_TIMEOUT_S; the same line says when the
-    counter is missing because Prometheus does not scrape those pods."""
-    deadline = time.monotonic() + SERVING_TIMEOUT_S
+def wait_serving(
+    fleet: EnvoyFleet, master: LocustMaster, metrics: Metrics, target: LoadTarget, timeout_s: float = SERVING_TIMEOUT_S
+) -> None:
+    """Return once every pod of the fleet has answered the load's Host header, as Prometheus counts it per pod:
+    GETs through the fleet's Service (a new connection each, spread over the pods) until each pod's count of 2xx
+    responses is above 0, so no replica count is measured with a pod that serves nothing. PlatformError at the
+    deadline naming the pods that served none and those Prometheus does not scrape."""
+    deadline = time.monotonic() + timeout_s
     wanted = set(fleet.pod_names)
-    query = SERVED_BY_POD.format(sel=fleet.selector().matchers(with_container=False))
-    last = None
+    sel = fleet.selector().matchers(with_container=False)
     while True:
         last = fetch(master, target)
-        seen = {s["metric"].get("pod") for s in metrics.instant(query)}
-        if last.status == 200 and wanted <= seen:
+        served = {s["metric"].get("pod") for s in metrics.instant(SERVED_BY_POD.format(sel=sel)) if _above_0(s)}
+        if last.status == 200 and wanted <= served:
             return
         if time.monotonic() > deadline:
-            missing = ", ".join(sorted(wanted - seen)) or "none"
+            scraped = {s["metric"].get("pod") for s in metrics.instant(SCRAPED_BY_POD.format(sel=sel))}
             raise PlatformError(
-                f"{fleet.workload} does not serve Host {target.host_header} from every pod after "
-                f"{SERVING_TIMEOUT_S:.0f} s: GET {target.url}/ got {last.describe()}; Prometheus has no "
-                f"envoy_http_downstream_rq_total from pod(s) {missing}",
-                "check that Prometheus scrapes those pods' port 8002 (/stats/prometheus; a PodMonitor selects them by "
-                "kubernetes.sizing.labels) and Contour's and Envoy's logs",
+                f"{fleet.workload} does not serve Host {target.host_header} from every pod after {timeout_s:.0f} s: "
+                f"GET {target.url}/ got {last.describe()}; {_not_serving(wanted - served, scraped)}",
+                "check that the fleet's Service lists every pod (kubectl get endpointslices) and that Prometheus "
+                "scrapes their port 8002 (/stats/prometheus; a PodMonitor selects them by kubernetes.sizing.labels), "
+                "and Contour's and Envoy's logs",
             )
         time.sleep(SERVING_POLL_S)
+
+
+def _above_0(series: dict[str, Any]) -> bool:
+    return float(series["value"][1]) > 0
+
+
+def _not_serving(pods: set[str], scraped: set[str]) -> str:
+    """Which pods served no 2xx: those Envoy counted requests for (404s: no route yet), and those Prometheus has no
+    request counter of (never scraped, or no request ever reached them)."""
+    said = []
+    if answered := sorted(pods & scraped):
+        said.append(f"pod(s) {', '.join(answered)} answered no request with a 2xx")
+    if silent := sorted(pods - scraped):
+        said.append(f"Prometheus has no envoy_http_downstream_rq_total from pod(s) {', '.join(silent)}")
+    return "; ".join(said) or "every pod had answered with a 2xx"
 
 
 class TlsObjects(Protocol):
