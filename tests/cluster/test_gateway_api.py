@@ -7,7 +7,6 @@ end, after a SIGTERM and after a SIGKILL and `restore`, nothing of the run is le
 
 from __future__ import annotations
 
-import http.client
 import signal
 import subprocess
 import threading
@@ -17,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from runner.figures import added_us_per_request
 from runner.model import RunSummary
-from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes import workloads
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
@@ -29,53 +26,15 @@ from runner.platforms.kubernetes.resize import running_resources
 from runner.platforms.kubernetes.sizing_gateway import copy_name
 from runner.quantities import parse_cpu
 from runner.results import load_summary
-from support.cluster import TLS_FIXED, run_dir_of, sizer, wait_for_state
+from support.cluster import TLS_FIXED, run_dir_of, scenario_file, sizer, wait_for_state
 from support.processes import run_sizer
-from support.production import ProductionWatch, SteadyLoad, left_behind, production_objects
+from support.production import ProductionWatch, SteadyLoad, left_behind, production_objects, production_route
 from support.selection import nightly_selected
-from support.wait import until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 ENVOY = workloads.Workload("Deployment", "projectcontour", "envoy-gateway-sizer", "envoy")  # production's
 SAMPLE_S = 0.5
 PRODUCTION_RPS = 20.0  # the steady load production's Envoy serves while the fleet is swept
-# production's own route (a user's): the test bed's Gateway carries none at rest, and Contour programs no listener
-# for a Gateway without routes; created by the test, not by the run, so left_behind does not count it
-PRODUCTION_ROUTE = {
-    "apiVersion": "gateway.networking.k8s.io/v1",
-    "kind": "HTTPRoute",
-    "metadata": {"name": "production-traffic", "namespace": "gateway-loadtest"},
-    "spec": {
-        "parentRefs": [{"name": "gateway-sizer", "namespace": "projectcontour"}],
-        "hostnames": ["external.nginx"],
-        "rules": [{"backendRefs": [{"name": "nginx", "port": 80}]}],
-    },
-}
-
-
-def _production_route(admin: Cluster, address: str) -> None:
-    """Create production's own route and wait until production's Envoy answers through it (at most 120 s)."""
-    admin.custom.create_namespaced_custom_object(
-        "gateway.networking.k8s.io", "v1", "gateway-loadtest", "httproutes", PRODUCTION_ROUTE
-    )
-
-    def answers() -> bool:
-        connection = http.client.HTTPConnection(address, 80, timeout=3)
-        try:
-            connection.request("GET", "/", headers={"Host": "external.nginx"})
-            return connection.getresponse().status == 200
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            connection.close()
-
-    until(answers, 120, "production's Envoy to serve its own route", poll_s=1.0)
-
-
-def _drop_production_route(admin: Cluster) -> None:
-    admin.custom.delete_namespaced_custom_object(
-        "gateway.networking.k8s.io", "v1", "gateway-loadtest", "httproutes", "production-traffic"
-    )
 
 
 def _fleet_envoy(run_id: str) -> workloads.Workload:
@@ -85,14 +44,8 @@ def _fleet_envoy(run_id: str) -> workloads.Workload:
 
 def _scenario(folder: Path, **changes: Any) -> Path:
     """scenarios/gateway-api.yaml with short windows and `changes` (`section.key`, or a top-level key)."""
-    data = yaml.safe_load((PROJECT_ROOT / "scenarios" / "gateway-api.yaml").read_text())
-    data["load"].update({"step_seconds": 6, "warmup_seconds": 3, "settle_seconds": 1, "max_steps": 6})
-    for key, value in changes.items():
-        *section, name = key.split(".")
-        (data[section[0]] if section else data)[name] = value
-    path = folder / "scenario.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    short = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.max_steps": 6}
+    return scenario_file(folder, "gateway-api.yaml", **short, **changes)
 
 
 class LimitSampler:
@@ -164,8 +117,7 @@ def gateway_run(request, cluster, runner_kubeconfig, tmp_path_factory) -> Gatewa
     schedule = {"load.windows_per_round": 1} if adaptive else {"load.search": "fixed", "load.rps": [100]}
     scenario = _scenario(tmp_path, **{"envoy.cpu": [0.15, 0.3], "load.rounds": 2, **schedule})
     address = admin.core.read_namespaced_service(ENVOY.name, "projectcontour").spec.cluster_ip
-    _production_route(admin, address)
-    try:
+    with production_route(admin, address):
         before = production_objects(admin, ENVOY, gateway="gateway-sizer")  # with its route, served
         watch, load = ProductionWatch(admin, ENVOY), SteadyLoad(address, PRODUCTION_RPS)
         sampler = LimitSampler(admin, tmp_path)
@@ -178,8 +130,6 @@ def gateway_run(request, cluster, runner_kubeconfig, tmp_path_factory) -> Gatewa
             changed = watch.stop()
         assert sweep.returncode == 0, err[-3000:]
         _as_before(admin, before)  # while production's route is still there, as it was before the run
-    finally:
-        _drop_production_route(admin)
     assert load.answered >= 0.8 * load.sent > 0, (load.sent, load.answered)
     assert changed == [], f"production's pods changed: {changed[:3]} (first {watch.first})"
     run_dir = run_dir_of(tmp_path)

@@ -82,9 +82,10 @@ def sizer(*args: str, kubeconfig: Path, results: Path) -> subprocess.Popen[str]:
     )
 
 
-def scenario_file(folder: Path, **changes: Any) -> Path:
-    """scenarios/local.yaml on the kubernetes platform, with `changes` (dotted keys) applied."""
-    data = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
+def scenario_file(folder: Path, base: str = "local.yaml", **changes: Any) -> Path:
+    """scenarios/<base> (local.yaml, or gateway-api.yaml) on the kubernetes platform, with `changes` (dotted keys)
+    applied."""
+    data = yaml.safe_load((PROJECT_ROOT / "scenarios" / base).read_text())
     data["platform"] = "kubernetes"
     data["envoy"].pop("isolation", None)
     for dotted, value in changes.items():

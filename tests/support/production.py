@@ -1,12 +1,15 @@
 """The production gateway beside a sizing fleet on the one-machine cluster: its objects as the API serves them, its
 pods sampled every second (never restarted, resized or replaced), a steady load sent to it by a generator that is
-not the sweep's (to its ClusterIP: an address of the cluster on this machine), and what a run leaves behind."""
+not the sweep's (to its ClusterIP: an address of the cluster on this machine), the Gateway API install's own route
+for that load, and what a run leaves behind."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from kubernetes import client
@@ -16,9 +19,22 @@ from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
 from runner.platforms.kubernetes.provisioned import OWNER_LABEL, PARAMETERS
 from runner.platforms.kubernetes.resize import live_pods, running_resources
 from runner.platforms.kubernetes.workloads import Workload, read
+from support.wait import until
 
 GATEWAY_API = ("gateway.networking.k8s.io", "v1")
 SAMPLE_S = 1.0
+# production's own route (a user's) on the test bed's Gateway, which carries none at rest (Contour programs no
+# listener for a Gateway without routes); created by the test, not by the run, so left_behind does not count it
+PRODUCTION_ROUTE = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "HTTPRoute",
+    "metadata": {"name": "production-traffic", "namespace": "gateway-loadtest"},
+    "spec": {
+        "parentRefs": [{"name": "gateway-sizer", "namespace": "projectcontour"}],
+        "hostnames": ["external.nginx"],
+        "rules": [{"backendRefs": [{"name": "nginx", "port": 80}]}],
+    },
+}
 
 
 def served(admin: Cluster, obj: Any) -> dict[str, Any]:
@@ -90,6 +106,31 @@ class ProductionWatch:
         self.stopped.set()
         self.thread.join(timeout=30)
         return [sample for sample in self.samples if sample != self.first]
+
+
+def _answers(address: str, host: str = "external.nginx") -> bool:
+    """Whether a gateway's ClusterIP answers GET / with `host` with a 200."""
+    connection = http.client.HTTPConnection(address, 80, timeout=3)
+    try:
+        connection.request("GET", "/", headers={"Host": host})
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def production_route(admin: Cluster, address: str) -> Iterator[None]:
+    """The Gateway API install's own route (PRODUCTION_ROUTE), served by production's Envoy at `address` before
+    this yields (at most 120 s), deleted at the end."""
+    route = PRODUCTION_ROUTE["metadata"]
+    admin.custom.create_namespaced_custom_object(*GATEWAY_API, route["namespace"], "httproutes", PRODUCTION_ROUTE)
+    try:
+        until(lambda: _answers(address), 120, "production's Envoy to serve its own route", poll_s=1.0)
+        yield
+    finally:
+        admin.custom.delete_namespaced_custom_object(*GATEWAY_API, route["namespace"], "httproutes", route["name"])
 
 
 class SteadyLoad:
