@@ -45,7 +45,7 @@ def _fleet_envoy(run_id: str) -> workloads.Workload:
 def _scenario(folder: Path, **changes: Any) -> Path:
     """scenarios/gateway-api.yaml with short windows and `changes` (`section.key`, or a top-level key)."""
     short = {"load.step_seconds": 6, "load.warmup_seconds": 3, "load.settle_seconds": 1, "load.max_steps": 6}
-    return scenario_file(folder, "gateway-api.yaml", **short, **changes)
+    return scenario_file(folder, "gateway-api.yaml", **{**short, **changes})  # `changes` may set the same keys
 
 
 class LimitSampler:
