@@ -64,6 +64,10 @@ def test_a_sweep_reads_kube_prometheus_stacks_prometheus_through_the_charts_podm
     try:
         until(lambda: bool(_query(admin, 'up{job="gateway-loadtest/envoy"} == 1', starting=True)), 180,
               "the emulated kps Prometheus to scrape Envoy through the PodMonitor", poll_s=2)  # fmt: skip
+        # and the kubelet's cAdvisor once (every 30 s, as kps does): a kps that has run for a while has its series;
+        # one just started has none yet, and the preflight refuses a run whose Envoy pods have no CPU counter
+        until(lambda: bool(_query(admin, 'container_cpu_usage_seconds_total{namespace="projectcontour"}')), 120,
+              "the emulated kps Prometheus's first scrape of the kubelet's cAdvisor", poll_s=2)  # fmt: skip
         sweep = sizer("--scenario", str(_scenario(tmp_path)), kubeconfig=kubeconfig, results=tmp_path)
         _, err = sweep.communicate(timeout=1500)
         assert sweep.returncode == 0, err[-3000:]
