@@ -18,6 +18,7 @@ from runner.paths import PROJECT_ROOT
 from runner.results import load_summary
 from support import kps
 from support.cluster import run, run_dir_of, sizer
+from support.production import answers
 from support.runner_job import helm
 from support.wait import until
 
@@ -64,6 +65,12 @@ def test_a_sweep_reads_kube_prometheus_stacks_prometheus_through_the_charts_podm
     try:
         until(lambda: bool(_query(admin, 'up{job="gateway-loadtest/envoy"} == 1', starting=True)), 180,
               "the emulated kps Prometheus to scrape Envoy through the PodMonitor", poll_s=2)  # fmt: skip
+        # production's Envoy has served a request since it started (a production gateway has traffic; Envoy shows a
+        # counter only once used), and the emulated Prometheus has scraped that counter
+        address = admin.core.read_namespaced_service("envoy", "projectcontour").spec.cluster_ip
+        until(lambda: answers(address), 60, "production's Envoy to answer", poll_s=1)
+        until(lambda: bool(_query(admin, 'envoy_http_downstream_rq_total{namespace="projectcontour"}')), 120,
+              "the emulated kps Prometheus to scrape Envoy's request counter", poll_s=2)  # fmt: skip
         # and the kubelet's cAdvisor once (every 30 s, as kps does): a kps that has run for a while has its series;
         # one just started has none yet, and the preflight refuses a run whose Envoy pods have no CPU counter
         until(lambda: bool(_query(admin, 'container_cpu_usage_seconds_total{namespace="projectcontour"}')), 120,

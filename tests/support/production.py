@@ -113,7 +113,7 @@ class ProductionWatch:
         return [sample for sample in self.samples if sample != self.first]
 
 
-def _answers(address: str, host: str = "external.nginx") -> bool:
+def answers(address: str, host: str = "external.nginx") -> bool:
     """Whether a gateway's ClusterIP answers GET / with `host` with a 200."""
     connection = http.client.HTTPConnection(address, 80, timeout=3)
     try:
@@ -132,7 +132,7 @@ def production_route(admin: Cluster, address: str) -> Iterator[None]:
     route = PRODUCTION_ROUTE["metadata"]
     admin.custom.create_namespaced_custom_object(*GATEWAY_API, route["namespace"], "httproutes", PRODUCTION_ROUTE)
     try:
-        until(lambda: _answers(address), 120, "production's Envoy to serve its own route", poll_s=1.0)
+        until(lambda: answers(address), 120, "production's Envoy to serve its own route", poll_s=1.0)
         yield
     finally:
         admin.custom.delete_namespaced_custom_object(*GATEWAY_API, route["namespace"], "httproutes", route["name"])
