@@ -8,7 +8,6 @@ end, after a SIGTERM and after a SIGKILL and `restore`, nothing of the run is le
 from __future__ import annotations
 
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from runner.platforms.kubernetes.resize import running_resources
 from runner.platforms.kubernetes.sizing_gateway import copy_name
 from runner.quantities import parse_cpu
 from runner.results import load_summary
-from support.cluster import TLS_FIXED, run_dir_of, scenario_file, sizer, wait_for_state
+from support.cluster import TLS_FIXED, run_dir_of, scenario_file, sizer, stop_cleanly, wait_for_state
 from support.processes import run_sizer
 from support.production import ProductionWatch, SteadyLoad, left_behind, production_objects, production_route
 from support.selection import nightly_selected
@@ -194,13 +193,7 @@ def test_sigterm_on_a_gateway_api_run_stops_the_load_and_deletes_the_run_s_gatew
         sweep.send_signal(signal.SIGTERM)
         _, err = sweep.communicate(timeout=600)
     finally:
-        if sweep.poll() is None:  # an assertion failed before the signal: stopped as a user would, not killed
-            sweep.send_signal(signal.SIGTERM)
-            try:
-                sweep.communicate(timeout=600)
-            except subprocess.TimeoutExpired:
-                sweep.kill()
-                sweep.communicate()
+        stop_cleanly(sweep)  # an assertion failed before the signal
     assert sweep.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert "interrupted by SIGTERM" in err and "Traceback" not in err, err[-2000:]
     summary = load_summary(run_dir)

@@ -36,6 +36,7 @@ from support.cluster import (
     run_dir_of,
     scenario_file,
     sizer,
+    stop_cleanly,
     wait_for_state,
 )
 from support.processes import run_sizer
@@ -69,9 +70,7 @@ def _finish(run, timeout_s: float) -> tuple[str, str]:
     try:
         return run.communicate(timeout=timeout_s)
     finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)  # a clean stop: the gateway is restored
-            run.communicate(timeout=600)
+        stop_cleanly(run, signal.SIGINT)  # a clean stop: the gateway is restored
 
 
 # The pause and rollout tests check how a run ends, not where the knee is: two fixed levels far below it keep

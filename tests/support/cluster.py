@@ -5,6 +5,7 @@ daemons' pids, the TLS profiles' schedule."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,19 @@ def sizer(*args: str, kubeconfig: Path, results: Path) -> subprocess.Popen[str]:
         stdin=subprocess.DEVNULL,
         env={**os.environ, "KUBECONFIG": str(kubeconfig)},
     )
+
+
+def stop_cleanly(sweep: subprocess.Popen[str], how: signal.Signals = signal.SIGTERM, timeout_s: float = 600) -> None:
+    """A sweep still running when its test ends (an assertion failed first) stopped as a user would, so that it
+    restores the gateway itself; killed only if it has not ended after `timeout_s`."""
+    if sweep.poll() is not None:
+        return
+    sweep.send_signal(how)
+    try:
+        sweep.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        sweep.kill()
+        sweep.communicate()
 
 
 def scenario_file(folder: Path, base: str = "local.yaml", **changes: Any) -> Path:
