@@ -96,6 +96,32 @@ def test_the_runner_account_holds_the_gateways_lease(runner_account):
     assert lease.read() is None
 
 
+def test_the_runner_account_deletes_a_sizing_fleets_contour_lease_and_reads_none(runner_account, admin, tmp_path):
+    """The Lease the sizing fleet's Contour leaves in projectcontour goes by name (restore of a killed run's record);
+    production's Contour's stays, and the account may not read, list or write a Lease there."""
+    leases = client.CoordinationV1Api(admin.api)
+    fleet, production = "leader-elect-gateway-sizer-0123abcd", "leader-elect-gateway-sizer"
+    for name in (fleet, production):
+        leases.create_namespaced_lease("projectcontour", {"metadata": {"name": name}, "spec": {"holderIdentity": "c"}})
+    changes = ClusterChanges(tmp_path / "kubernetes-originals.json")
+    changes.created = [{"kind": "Lease", "namespace": "projectcontour", "name": n} for n in (fleet, production)]
+    try:
+        done = undo(runner_account, changes, 5, wait=False)
+        assert f"deleted Lease projectcontour/{fleet}" in done, done
+        assert any(f"left Lease projectcontour/{production} alone" in line for line in done), done
+        assert [lease.metadata.name for lease in leases.list_namespaced_lease("projectcontour").items] == [production]
+        own = client.CoordinationV1Api(runner_account.api)
+        for attempt in (
+            lambda: call("read", own.read_namespaced_lease, production, "projectcontour"),
+            lambda: call("list", own.list_namespaced_lease, "projectcontour"),
+            lambda: call("create", own.create_namespaced_lease, "projectcontour", {"metadata": {"name": fleet}}),
+        ):
+            with pytest.raises(UsageError, match="forbidden"):
+                attempt()
+    finally:
+        leases.delete_namespaced_lease(production, "projectcontour")
+
+
 def test_the_runner_account_reaches_prometheus_through_the_service_proxy_and_no_other_service(runner_account):
     session = runner_account.session()
     prometheus = session.get(runner_account.service_proxy_url("monitoring", "prometheus", 9090) + "/-/ready")

@@ -80,6 +80,16 @@ def test_only_a_classic_install_patches_envoy_and_contour(accounts):
     assert gateway("get", "apps/deployments", "projectcontour", "envoy-gateway-sizer")  # read, as both do
 
 
+def test_only_a_gateway_api_install_deletes_a_lease_in_the_gateways_namespace_and_reads_none(accounts):
+    classic, gateway = accounts["classic"], accounts["gateway-api"]
+    # the Lease the sizing fleet's Contour leaves: a name per run, so the grant cannot name it
+    assert gateway("delete", "coordination.k8s.io/leases", "projectcontour", "leader-elect-gateway-sizer-0123abcd")
+    assert not classic("delete", "coordination.k8s.io/leases", "projectcontour")
+    for verb in ("get", "list", "watch", "create", "update", "patch"):
+        assert not gateway(verb, "coordination.k8s.io/leases", "projectcontour"), verb
+    assert not gateway("delete", "coordination.k8s.io/leases", "kube-system")
+
+
 def test_a_gateway_api_install_keeps_its_certificates_in_its_own_namespace(accounts, admin):
     classic, gateway = accounts["classic"], accounts["gateway-api"]
     assert gateway("patch", "projectcontour.io/contourdeployments", "projectcontour", "gateway-sizer")

@@ -1,12 +1,16 @@
 """Gateway API objects as a real cluster has them, for tests against a real API server: a GatewayClass with the
 status its controller writes, a Gateway with listeners of the user's, and the provisioner's Envoy beside them (made
-once, or by a stand-in for the provisioner that renders it again at each update of its Gateway)."""
+once, or by a stand-in for the provisioner that renders it again at each update of its Gateway; StandInContour: and
+its Contour, with that Contour's leader-election Lease, deleting what it made when the Gateway goes)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from runner.platforms.kubernetes.connection import Cluster
@@ -74,12 +78,19 @@ def listener(name: str = "http", port: int = 80, protocol: str = "HTTP", **more:
 
 
 def gateway(
-    admin: Cluster, namespace: str, name: str, class_name: str, listeners: list[dict[str, Any]], **spec: Any
+    admin: Cluster,
+    namespace: str,
+    name: str,
+    class_name: str,
+    listeners: list[dict[str, Any]],
+    *,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
 ) -> None:
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Gateway",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels or {}},
         "spec": {"gatewayClassName": class_name, "listeners": listeners, **spec},
     }
     admin.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "gateways", body)
@@ -131,6 +142,7 @@ class StandInProvisioner:
         self.seen: dict[str, str] = {}  # each Gateway's resourceVersion last rendered
         self.rendered: list[str] = []
         self.error: Exception | None = None  # the last render that failed (tried again at the next look)
+        self.looks = 0  # looks done whole
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -143,6 +155,7 @@ class StandInProvisioner:
         while not self.stopped.wait(self.POLL_S):
             try:
                 self._look()
+                self.looks += 1
             except Exception as error:  # the API server busy, an object changed meanwhile: the next look tries again
                 self.error = error
 
@@ -154,6 +167,13 @@ class StandInProvisioner:
                 self._render(gateway)
                 self.seen[name] = version
                 self.rendered.append(name)
+        listed = {gateway["metadata"]["name"] for gateway in gateways["items"]}
+        for name in [name for name in self.seen if name not in listed]:
+            self._gone(name)
+            del self.seen[name]
+
+    def _gone(self, name: str) -> None:
+        """A Gateway rendered before is gone (what the provisioner made for it stays here: StandInContour's go)."""
 
     def _render(self, gateway: dict[str, Any]) -> None:
         custom = self.cluster.custom
@@ -181,3 +201,64 @@ class StandInProvisioner:
             apps.patch_namespaced_deployment(name, self.namespace, patch, _content_type=JSON_PATCH)
         done = {"observedGeneration": 1000, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
         apps.patch_namespaced_deployment_status(name, self.namespace, {"status": {**done, "readyReplicas": 1}})
+
+
+class StandInContour(StandInProvisioner):
+    """The stand-in provisioner, making each Gateway's Contour too and deleting what it made when the Gateway goes, as
+    Contour's does, with a stand-in for that Contour's leader election. The Contour is a Deployment `contour-<gateway>`
+    (the owner label) and its pod (`app: contour-<gateway>`, bound to no node, so that it goes without a kubelet);
+    while the pod is there the Lease `leader-elect-<gateway>` is too, made again when it is missing, as Contour's
+    leader election does at its next renewal. When the Gateway goes, both Deployments go at once and the pod EXIT_S
+    later (a Contour pod terminating), its Lease released on the way out (holder cleared) and left there, as the
+    real provisioner and Contour leave it."""
+
+    EXIT_S = 1.0
+    CONTOUR = "gateway-sizer-test/contour"  # a label on the stand-in's Contour pods
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.exiting: dict[str, float] = {}  # a Contour pod: when it exits
+        self.leases = client.CoordinationV1Api(cluster.api)
+        super().__init__(cluster, namespace)
+
+    def _render(self, gateway: dict[str, Any]) -> None:
+        super()._render(gateway)
+        contour = f"contour-{gateway['metadata']['name']}"
+        try:
+            self.cluster.apps.read_namespaced_deployment(contour, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            manifest = workload("Deployment", self.namespace, contour, {"contour": {}})
+            manifest["metadata"]["labels"] = {OWNER_LABEL: gateway["metadata"]["name"]}
+            create(self.cluster, manifest)
+            pod = {"name": f"{contour}-0", "labels": {"app": contour, self.CONTOUR: "yes"}}
+            spec = {"containers": [{"name": "contour", "image": "example/contour:1"}]}
+            self.cluster.core.create_namespaced_pod(self.namespace, {"metadata": pod, "spec": spec})
+
+    def _gone(self, name: str) -> None:
+        for deployment in (f"envoy-{name}", f"contour-{name}"):
+            try:
+                self.cluster.apps.delete_namespaced_deployment(deployment, self.namespace)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        self.exiting.setdefault(f"contour-{name}-0", time.monotonic() + self.EXIT_S)
+
+    def _look(self) -> None:
+        super()._look()
+        pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector=f"{self.CONTOUR}=yes").items
+        for pod in pods:
+            name = pod.metadata.name
+            lease = f"leader-elect-{pod.metadata.labels['app'].removeprefix('contour-')}"
+            if name in self.exiting and time.monotonic() >= self.exiting[name]:
+                with contextlib.suppress(ApiException):  # released on the way out, if it is there
+                    self.leases.patch_namespaced_lease(lease, self.namespace, {"spec": {"holderIdentity": None}})
+                self.cluster.core.delete_namespaced_pod(name, self.namespace)
+                continue
+            try:
+                self.leases.read_namespaced_lease(lease, self.namespace)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                body = {"metadata": {"name": lease}, "spec": {"holderIdentity": name, "leaseDurationSeconds": 15}}
+                self.leases.create_namespaced_lease(self.namespace, body)

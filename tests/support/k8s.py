@@ -3,6 +3,8 @@ deployment, the test bed's HTTPProxy, scenario files, credentials for a ServiceA
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,12 +14,13 @@ from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
 from runner.locust import LocustOptions
+from runner.paths import PROJECT_ROOT
 from runner.platforms.kubernetes.connection import Cluster
 from runner.platforms.kubernetes.loadgen import LocustDeployment
 from runner.platforms.kubernetes.objects import GROUP, PLURAL, VERSION, gateway_key
 from runner.platforms.kubernetes.workloads import resources_for
 from support.apiserver import ApiServer
-from support.project import LOCUSTFILES
+from support.project import LOCUSTFILES, TESTS, child_env
 
 ORIGINAL = {"requests": {"cpu": "100m"}}  # Envoy's resources in `gateway`
 LOCUSTFILE = LOCUSTFILES / "gateway.py"
@@ -193,3 +196,35 @@ def gone(read: Callable[..., object], *args: object) -> bool:
     except ApiException as error:
         return error.status == 404
     return False
+
+
+CLAIM_THEN_SLEEP = """
+import sys, time
+from pathlib import Path
+from runner.platforms.kubernetes.connection import connect
+from runner.platforms.kubernetes.platform import KubernetesPlatform
+from runner.results import RunStore
+from runner.scenario import load_scenario
+scenario = load_scenario(sys.argv[1])
+store = RunStore.create(scenario, Path(sys.argv[2]))
+platform = KubernetesPlatform(scenario, store.run_dir)
+platform.lease_duration_s = 20
+platform.cluster = connect(scenario.kubernetes.kubeconfig)
+platform.claim(platform.cluster)
+print(store.run_dir, flush=True)
+time.sleep(600)
+"""
+
+
+def claimed_run(scenario: Path, results: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A run of `scenario` in a process of its own that has claimed its gateway (the gateway's Lease, 20 s long, and
+    the run's fleet or changes) and sleeps, for a test to kill hard (SIGKILL); and its run directory."""
+    run = subprocess.Popen(
+        [sys.executable, "-c", CLAIM_THEN_SLEEP, str(scenario), str(results)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(TESTS),
+    )
+    assert run.stdout is not None
+    return run, Path(run.stdout.readline().strip())

@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from runner.platforms.kubernetes.connection import Cluster
+from runner.platforms.kubernetes.contour_lease import RUN_LEASE
 from runner.platforms.kubernetes.objects import MANAGED_BY, label_selector
 from runner.platforms.kubernetes.provisioned import OWNER_LABEL, PARAMETERS
 from runner.platforms.kubernetes.resize import live_pods, running_resources
@@ -172,7 +173,8 @@ class SteadyLoad:
 
 def left_behind(admin: Cluster, namespace: str = "projectcontour") -> list[str]:
     """What a run made and did not delete: its Deployments, Services, ConfigMaps, HTTPRoutes, Gateways, classes,
-    ContourDeployments (gateway-sizer's managed-by labels), what the provisioner made for a run's Gateway, Leases."""
+    ContourDeployments (gateway-sizer's managed-by labels), what the provisioner made for a run's Gateway, Leases
+    (the run's, and those of a run's Gateway's Contour, leader-elect-gateway-sizer-<run hash>)."""
     selector = label_selector(MANAGED_BY)
     left = []
     for ns in (namespace, "gateway-loadtest"):
@@ -201,5 +203,7 @@ def left_behind(admin: Cluster, namespace: str = "projectcontour") -> list[str]:
             owner = (obj.metadata.labels or {}).get(OWNER_LABEL, "")
             if owner.startswith("gateway-sizer-"):  # made by the provisioner for a run's Gateway
                 left.append(f"provisioned {obj.metadata.name}")
-    leases = client.CoordinationV1Api(admin.api).list_namespaced_lease("gateway-loadtest").items
-    return left + [f"Lease {lease.metadata.name}" for lease in leases]
+    coordination = client.CoordinationV1Api(admin.api)
+    left += [f"Lease {lease.metadata.name}" for lease in coordination.list_namespaced_lease("gateway-loadtest").items]
+    contours = coordination.list_namespaced_lease(namespace).items  # a run's Contour's, never production's
+    return left + [f"Lease {namespace}/{c.metadata.name}" for c in contours if RUN_LEASE.fullmatch(c.metadata.name)]

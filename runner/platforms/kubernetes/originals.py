@@ -22,7 +22,7 @@ from kubernetes import client
 
 from runner.errors import PlatformError, SizerError, UsageError
 from runner.files import SaveError, write_atomic
-from runner.platforms.kubernetes import provisioned
+from runner.platforms.kubernetes import contour_lease, provisioned
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import CLUSTER_KINDS, CUSTOM_KINDS, MANAGED_BY
 from runner.platforms.kubernetes.provisioned import Parameters
@@ -240,11 +240,17 @@ def delete_created(cluster: Cluster, created: dict[str, str]) -> None:
     A Secret cannot be checked that way: the runner's RBAC reads no Secret. It is deleted with the uid
     its create returned as a precondition (a Secret of that name made since by someone else stays); when
     that answer was lost (a kill between the create and the save), by name alone, which carries the run's
-    hash and was recorded before the create."""
+    hash and was recorded before the create. Nor can the Lease of a sizing fleet's Contour (contour_lease.py),
+    which Contour writes without labels: by its name, once that Contour is gone."""
     kind, namespace, name = created["kind"], created["namespace"], created["name"]
     what = f"{kind} {namespace}/{name}"
     if kind == "Secret":
         _delete_secret(cluster, namespace, name, created.get("uid"))
+        return
+    if kind == contour_lease.KIND:  # Contour's, unlabelled: known by the run's hash in its name
+        if not contour_lease.RUN_LEASE.fullmatch(name):
+            raise NotOursError(f"left {what} alone: not the Lease of a sizing fleet's Contour")
+        contour_lease.delete(cluster, namespace, name)
         return
     if kind in CLUSTER_KINDS:
         group, version, plural = CUSTOM_KINDS[kind]

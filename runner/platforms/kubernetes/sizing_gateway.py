@@ -14,7 +14,8 @@ Between configurations that change only CPU and memory the Envoy pods are resize
 provisioner writes the Deployment's template, not its pods); a change of replicas goes into the ContourDeployment
 and the provisioner rolls Envoy out. On every exit and by `restore` the Gateway goes first, and the run waits for
 the provisioner to delete what it made for it before the class and the ContourDeployment go
-(provisioned.wait_unprovisioned: it deletes them only while the class exists).
+(provisioned.wait_unprovisioned: it deletes them only while the class exists); the Lease of its Contour, which the
+provisioner leaves, goes once that Contour's pods are gone (contour_lease.py).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import copy
 import time
 from typing import Any
 
-from runner.errors import PlatformError, UsageError
+from runner.errors import PlatformError, SizerError, UsageError
 from runner.locust import LocustMaster
 from runner.plan import Configuration
-from runner.platforms.kubernetes import provisioned, workloads
+from runner.platforms.kubernetes import contour_lease, provisioned, workloads
 from runner.platforms.kubernetes.connection import Cluster, NotFoundError, call
 from runner.platforms.kubernetes.created import RunObjects
 from runner.platforms.kubernetes.fleet import EnvoyFleet, TlsObjects
@@ -170,12 +171,20 @@ class ProvisionedSizing(EnvoyFleet):
 
     def claim(self, cluster: Cluster) -> None:
         """Delete a killed run's copy, then create the ContourDeployment, the GatewayClass and the Gateway, recorded
-        first in the order undo deletes them (the Gateway, then what its provisioner needed)."""
+        first in the order undo deletes them (the Gateway, its Contour's Lease, then what its provisioner needed)."""
         found = self.found
         assert found is not None, "found first"
         params_ns = found.parameters_namespace
         for kind, namespace in (("Gateway", self.namespace), ("ContourDeployment", params_ns), ("GatewayClass", "")):
-            remove_leftovers(cluster, self.objects, namespace, self.gateway, COMPONENT, keep=self.name, kinds=(kind,))
+            gone = remove_leftovers(
+                cluster, self.objects, namespace, self.gateway, COMPONENT, keep=self.name, kinds=(kind,)
+            )
+            if kind != "Gateway":
+                continue
+            for leftover in gone:  # "Gateway <name>": its Contour's Lease goes too, unless that Contour still runs
+                lease = contour_lease.lease_name(leftover.removeprefix("Gateway "))
+                with contextlib.suppress(SizerError):  # a leftover's Lease never stops this run
+                    self.objects.delete(cluster, contour_lease.KIND, namespace, lease)
         first = first_configuration(self.scenario)
         placement = self.scenario.kubernetes.sizing.node_selector or {HOSTNAME_LABEL: str(self.node)}
         spec = copied_parameters(
@@ -222,6 +231,8 @@ class ProvisionedSizing(EnvoyFleet):
         ]
         for body in reversed(bodies):  # recorded Gateway first: undo deletes in the recorded order
             self.objects.record(body["kind"], body["metadata"].get("namespace", ""), [self.name])
+            if body["kind"] == "Gateway":  # its Contour's Lease, deleted once the provisioner has removed that Contour
+                self.objects.record(contour_lease.KIND, self.namespace, [contour_lease.lease_name(self.name)])
         for body in bodies:
             self.objects.create_custom(cluster, body)
         parameters = provisioned.Parameters(
