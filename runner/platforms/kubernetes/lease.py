@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from runner.errors import PlatformError, SizerError, UsageError
+from runner.errors import PlatformError, SizerError, StopRun, UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import MANAGED_BY
 
@@ -243,9 +243,14 @@ class GatewayLease:
             self.renewals += 1
 
     def check(self) -> None:
-        """PlatformError when the Lease was lost: another run may be changing the gateway."""
+        """StopRun when the Lease was lost: another run may be changing the gateway, so no configuration measured
+        from then on could be trusted; the sweep ends at once, keeping what it measured before."""
         if self.lost:
-            raise PlatformError(self.lost, "stop this run: measurements now share the gateway with another run")
+            raise StopRun(
+                self.lost,
+                "the run stops, keeping what it measured: from now on its load would share the "
+                "gateway with another run's",
+            )
 
     def start_renewing(self) -> None:
         self._thread = threading.Thread(target=self._renew_loop, name="gateway-sizer-lease", daemon=True)

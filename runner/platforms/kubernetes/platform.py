@@ -220,7 +220,7 @@ class KubernetesPlatform(LocustPrometheusPlatform):
                 self.lease.release()
 
     def check(self) -> None:
-        """PlatformError once another run has taken the gateway's Lease over."""
+        """StopRun once another run has taken the gateway's Lease over (the sweep ends at once)."""
         if self.lease is not None:
             self.lease.check()
 
