@@ -90,6 +90,15 @@ def test_only_a_gateway_api_install_deletes_a_lease_in_the_gateways_namespace_an
     assert not gateway("delete", "coordination.k8s.io/leases", "kube-system")
 
 
+def test_a_gateway_api_restore_may_nudge_any_gateway_in_the_gateways_namespace_and_none_elsewhere(accounts):
+    gateway = accounts["gateway-api"]
+    # restore updates every Gateway whose class names the restored ContourDeployment (class_gateways.nudge)
+    assert gateway("list", "gateway.networking.k8s.io/gateways", "")
+    assert gateway("get", "gateway.networking.k8s.io/gateways", "projectcontour", "created-meanwhile")
+    assert gateway("patch", "gateway.networking.k8s.io/gateways", "projectcontour", "created-meanwhile")
+    assert not gateway("patch", "gateway.networking.k8s.io/gateways", "kube-system", "elsewhere")  # named, not nudged
+
+
 def test_a_gateway_api_install_keeps_its_certificates_in_its_own_namespace(accounts, admin):
     classic, gateway = accounts["classic"], accounts["gateway-api"]
     assert gateway("patch", "projectcontour.io/contourdeployments", "projectcontour", "gateway-sizer")
