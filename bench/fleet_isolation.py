@@ -4,6 +4,7 @@ by a generator that is not the sweep's (GETs to production's ClusterIP, an addre
 
     .venv/bin/python bench/fleet_isolation.py                        # 1 pair, Envoy 300m, 3 rounds each
     .venv/bin/python bench/fleet_isolation.py --pairs 2 --rps 50
+    .venv/bin/python bench/fleet_isolation.py --rounds 1 --short    # a smoke run: short windows, no figure
 
 Per sweep it prints the fleet's knee with its interval, production's request rate over the sweep (its own Envoy's
 counter through Prometheus), how many windows carried a guard and the node's speed before it (the reference loop the
@@ -82,12 +83,15 @@ def steady_load(address: str, rps: float, stop: threading.Event) -> None:
             connection = http.client.HTTPConnection(address, 80, timeout=5)
 
 
-def sweep(folder: Path, cpu: float, rounds: int) -> ConfigResult:
+SHORT = {"step_seconds": 6, "warmup_seconds": 2, "settle_seconds": 1, "max_steps": 4}  # --short: the smoke run's
+
+
+def sweep(folder: Path, cpu: float, rounds: int, short: bool) -> ConfigResult:
     data = yaml.safe_load((SCENARIO_DIR / "local.yaml").read_text())
     data.update(platform="kubernetes")
     data["envoy"].pop("isolation", None)
     data["envoy"]["cpu"] = [cpu]
-    data["load"].update(rounds=rounds)
+    data["load"].update(rounds=rounds, **(SHORT if short else {}))
     data["prometheus"]["scrape_interval_seconds"] = 2
     scenario = folder / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data))
@@ -108,6 +112,9 @@ def main() -> int:
     parser.add_argument("--rps", type=float, default=30.0, help="production's steady load")
     parser.add_argument("--cpu", type=float, default=0.3, help="the fleet's Envoy CPU limit")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--short", action="store_true", help="6 s windows (3 scrapes), at most 4 a sweep: a smoke run, no figure"
+    )
     args = parser.parse_args()
     address = production_address()
     rows = []
@@ -121,7 +128,7 @@ def main() -> int:
                 generator.start()
             before, started = production_requests(), time.time()
             with tempfile.TemporaryDirectory() as folder:
-                config = sweep(Path(folder), args.cpu, args.rounds)
+                config = sweep(Path(folder), args.cpu, args.rounds, args.short)
             stop.set()
             production = (production_requests() - before) / (time.time() - started)
             knee = config.knee

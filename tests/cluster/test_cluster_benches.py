@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 @pytest.mark.timeout(1800)
 def test_fleet_isolation_runs_a_quiet_and_a_loaded_sweep_and_reads_production_s_counter(cluster):
     done = subprocess.run(
-        [sys.executable, "bench/fleet_isolation.py", "--pairs", "1", "--rounds", "1", "--rps", "10"],
+        [sys.executable, "bench/fleet_isolation.py", "--pairs", "1", "--rounds", "1", "--rps", "10", "--short"],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
