@@ -166,10 +166,13 @@ class MemoryExperiment:
             self._sleep(self.spec.settle_s)
             return self._measure(holder, plan, programming)
         except SizerError as error:
+            cause = self.platform.failure_cause(error)
+            if isinstance(cause, StopRun):  # found behind another error too (an apply refused once the Lease went)
+                raise cause from error
             if isinstance(error, StopRun):
                 raise
             return MemoryPoint(
-                key=plan.key, connections=plan.connections, routes=plan.routes, status="failed", reason=error.one_line()
+                key=plan.key, connections=plan.connections, routes=plan.routes, status="failed", reason=cause.one_line()
             )
         finally:
             with contextlib.suppress(SizerError):

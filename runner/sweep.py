@@ -11,7 +11,7 @@ from runner import environment
 from runner.assess import assess, search_ending
 from runner.clock import SYSTEM_CLOCK, Clock
 from runner.driver import LoadDriver
-from runner.errors import PlatformError, SizerError, StopRun
+from runner.errors import SizerError, StopRun
 from runner.heartbeat import Heartbeat
 from runner.knee import find_knee
 from runner.live import LiveState
@@ -189,10 +189,13 @@ class Sweep:
                 result.machine_speed = self.platform.machine_speed()
             stopped = self._new_visit(config, result, round_, record, policy).run()
         except SizerError as error:
-            result.fail(self._root_cause(error).one_line())
+            cause = self.platform.failure_cause(error)
+            result.fail(cause.one_line())
             self._failed.add(config.key)
             self.store.save()
             self.observer.config_finished(result)
+            if isinstance(cause, StopRun):  # found behind another error too (an apply refused once the Lease went)
+                raise cause from error
             if isinstance(error, StopRun):
                 raise
             return result
@@ -246,15 +249,6 @@ class Sweep:
             knee_per_core=self._knee_per_core(config),
             leads=first is not None and first.key == config.key,
         )
-
-    def _root_cause(self, error: SizerError) -> SizerError:
-        """The error a configuration fails with: a part that died, when one did, rather than what its death caused
-        first (its API unreachable, a scrape that came back empty)."""
-        try:
-            self.platform.check()
-        except PlatformError as died:
-            return died
-        return error
 
     def _knee_per_core(self, config: Configuration) -> float | None:
         """RPS per core at the knee of the other configurations measured so far with the same arrivals and

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Protocol
 
-from runner.errors import UsageError
+from runner.errors import PlatformError, SizerError, UsageError
 from runner.locust import HeldConnections, LoadTarget, LocustMaster, Snapshot
 from runner.measure import Capacities, LoadGenerator, MetricSource
 from runner.metrics import Metrics, Selector, Selectors, WindowStats
@@ -109,7 +109,17 @@ class Platform(ABC):
         return Capacities()
 
     def check(self) -> None:  # noqa: B027 - optional hook
-        """Raise PlatformError when a part the run depends on has died."""
+        """Raise PlatformError when a part the run depends on has died (StopRun when the run must end at once)."""
+
+    def failure_cause(self, error: SizerError) -> SizerError:
+        """What a configuration or memory point failed of: what `check` finds (a part that died, a Lease another run
+        took over) rather than what it caused first (its API unreachable, a scrape that came back empty), else
+        `error` itself."""
+        try:
+            self.check()
+        except PlatformError as found:
+            return found
+        return error
 
     def recover(self) -> list[str]:
         """Before a configuration: bring back shared parts that died (or raise PlatformError naming them);

@@ -187,3 +187,21 @@ def test_a_stop_run_error_ends_the_experiment_at_once_and_keeps_the_points_measu
     assert summary.status == "failed" and summary.reason == "Gateway(s) x created during the run: the run stops"
     assert summary.memory is not None and [p.key for p in summary.memory.points] == ["connections=0,routes=0"]
     assert len(platform.applied) == 2 and platform.locust.count == 0 and platform.stopped == 1
+
+
+def test_a_lost_lease_found_behind_another_error_ends_the_experiment_at_once(tmp_path):
+    lost = StopRun("lease gateway-sizer on projectcontour/envoy was taken over by run other-run", "the run stops")
+
+    def lease_gone() -> None:
+        if len(platform.applied) >= 2:
+            raise lost
+
+    platform = FakeMemoryPlatform(FakeClock(), alive=lease_gone)
+    platform.fail_apply = lambda config: PlatformError("patch refused") if len(platform.applied) == 2 else None
+    sweep = _sweep(tmp_path, _scenario(only=True), platform)  # on_failure: continue
+    with pytest.raises(StopRun):
+        sweep.run()
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "failed" and summary.reason == lost.one_line()
+    assert summary.memory is not None and [p.key for p in summary.memory.points] == ["connections=0,routes=0"]
+    assert len(platform.applied) == 2 and platform.stopped == 1

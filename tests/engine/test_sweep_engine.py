@@ -172,6 +172,31 @@ def test_a_stop_run_error_ends_the_sweep_at_once_and_keeps_what_was_measured(tmp
     assert [c.envoy_cpu_cores for c in platform.applied] == [0.25, 0.5] and platform.stopped == 1
 
 
+def test_a_lost_lease_found_behind_another_error_ends_the_sweep_at_once(tmp_path):
+    # the Lease taken over by another run while the second configuration applies: its apply fails on what the other
+    # run did (a plain PlatformError) and only the platform's check says why; the sweep must stop there, not apply
+    # the third configuration to a gateway another run holds
+    lost = StopRun("lease gateway-sizer on projectcontour/envoy was taken over by run other-run", "the run stops")
+    platform = FakePlatform(FakeClock(), _envoy)
+    platform.fail_apply = lambda config: PlatformError("patch refused") if config.envoy_cpu_cores == 0.5 else None
+
+    def check() -> None:
+        if len(platform.applied) >= 2:
+            raise lost
+
+    platform.check = check  # type: ignore[method-assign]
+    scenario = _scenario(envoy={"cpu": [0.25, 0.5, 0.75]}, load={"rounds": 1})  # on_failure: continue
+    sweep = _sweep(tmp_path, scenario, platform)
+    with pytest.raises(StopRun) as stopped:
+        sweep.run()
+    assert [c.envoy_cpu_cores for c in platform.applied] == [0.25, 0.5] and platform.stopped == 1
+    assert stopped.value is lost and isinstance(stopped.value.__cause__, PlatformError)
+    summary = load_summary(sweep.store.run_dir)
+    assert summary.status == "failed" and summary.reason == lost.one_line()
+    first, second = summary.configs  # the third never begun
+    assert first.status == "saturated" and second.status == "failed" and second.reason == lost.one_line()
+
+
 def test_prometheus_unreachable_mid_run_fails_that_configuration_with_the_reason(tmp_path):
     clock = FakeClock()
     platform = FakePlatform(clock, _envoy)
