@@ -3,8 +3,10 @@ and a TCP accept per request) adds to Envoy's CPU against a keep-alive TLS reque
 several runs. Each run is one sweep of both profiles on a fixed schedule of two rates far below their knees; per
 profile the CPU one more request per second adds is the slope between the two windows (Envoy's idle CPU, the same
 at both, cancels: runner.figures.added_us_per_request). Per run: both slopes and their ratio; then the medians and
-their spread. The figure behind the nightly check that a handshake per request costs at least twice a keep-alive
-request (tests/local/test_profiles_sweep.py).
+their spread. After each run it times one RSA-2048 signature on this machine (runner.certificates.rsa_signature_us,
+the part of a full handshake every one pays) and prints what the handshake added in signatures: the figure behind
+the nightly check that a handshake per request adds at least one signature's CPU to a keep-alive TLS request
+(tests/local/test_profiles_sweep.py).
 
     .venv/bin/python bench/handshake_cost.py [--runs 5] [--cap 0.3] [--rates 20,80]
 """
@@ -17,6 +19,7 @@ import statistics
 import yaml
 from _runs import TINY, run_sweep, spread
 
+from runner.certificates import rsa_signature_us
 from runner.figures import added_us_per_request
 from runner.paths import SCENARIO_DIR
 
@@ -43,6 +46,7 @@ def main() -> None:
     rates = [float(r) for r in args.rates.split(",")]
     slopes: dict[str, list[float]] = {name: [] for name in PROFILES}
     ratios: list[float] = []
+    signatures: list[float] = []  # what a handshake added over keep-alive, in RSA-2048 signatures timed after the run
     for run in range(1, args.runs + 1):
         summary, wall = run_sweep(scenario(args.cap, rates))
         configs = {c.profile.name: c for c in summary.configs}
@@ -56,9 +60,12 @@ def main() -> None:
             slopes[name].append(cost[name])
         ratio = cost["tls-new-connection"] / cost["tls"] if cost["tls"] > 0 else float("nan")
         ratios.append(ratio)
+        sign_us = rsa_signature_us()
+        signatures.append((cost["tls-new-connection"] - cost["tls"]) / sign_us)
         print(
             f"run {run} ({wall:.0f} s): tls {cost['tls']:,.0f} us, tls-new-connection "
-            f"{cost['tls-new-connection']:,.0f} us per added request; ratio {ratio:.2f}",
+            f"{cost['tls-new-connection']:,.0f} us per added request; ratio {ratio:.2f}; an RSA-2048 signature "
+            f"{sign_us:,.0f} us, the handshake added {signatures[-1]:.2f} of them",
             flush=True,
         )
     if not ratios:
@@ -68,7 +75,8 @@ def main() -> None:
         f"cap {args.cap:g}, rates {rates}, {len(ratios)} runs: tls {medians['tls']:,.0f} us, tls-new-connection "
         f"{medians['tls-new-connection']:,.0f} us (spread {spread(slopes['tls']):.0%}, "
         f"{spread(slopes['tls-new-connection']):.0%}); handshake / keep-alive median {statistics.median(ratios):.2f} "
-        f"(min {min(ratios):.2f}, max {max(ratios):.2f})",
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}); added per handshake in RSA-2048 signatures median "
+        f"{statistics.median(signatures):.2f} (min {min(signatures):.2f}, max {max(signatures):.2f})",
         flush=True,
     )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runner.certificates import rsa_signature_us
 from runner.figures import added_us_per_request
 from runner.model import ConfigResult
 from runner.paths import PROJECT_ROOT
@@ -62,14 +63,15 @@ def test_tls_a_handshake_per_request_and_a_16k_body_are_each_served_as_asked_and
 
 
 @pytest.mark.slow
-@pytest.mark.nightly  # a cost ratio: measured beside a busy CPU it moves (bench/ carries the handshake's cost)
-def test_a_handshake_per_request_costs_envoy_at_least_twice_a_keepalive_tls_request(profiles_run):
+@pytest.mark.nightly  # a per-request cost at 20-80 RPS: measured beside a busy CPU it moves (bench/handshake_cost.py)
+def test_a_handshake_per_request_adds_at_least_one_rsa_signature_of_envoy_cpu_to_a_keepalive_tls_request(profiles_run):
     _, configs, windows = profiles_run
-    # a full RSA-2048 handshake and a TCP accept cost Envoy as much as 4-6 keep-alive TLS requests at a knee (4.1-4.3
-    # and 5.9 in recorded profiles runs of two days whose absolute costs differed 2x); at 20-80 RPS, where every
-    # request wakes Envoy, a keep-alive request costs more and the ratio was 2.9 (2026-11-26, one run beside a Go
-    # build). A new connection per request adds at least twice the CPU a keep-alive request adds over the same
-    # listener (1x: no handshake counted), on a machine of any speed. What a request adds is the slope between the
-    # two levels: Envoy's idle CPU, the same at both, cancels
+    # a full handshake with the run's RSA-2048 certificate makes Envoy sign once (plus a key exchange and a TCP
+    # accept): tls-new-connection adds at least that signature's CPU to each request over keep-alive TLS. The
+    # signature is timed here, on this machine, so the bound follows the machine's speed. (A ratio to the
+    # keep-alive request's own cost does not: at 20-80 RPS that cost is mostly Envoy waking per request, and the
+    # ratio read 2.9 on 2026-11-26 and 1.7 and 1.9 on 2026-11-27, on VMs of the same kind.) What a request adds is the
+    # slope between the two levels: Envoy's idle CPU, the same at both, cancels
     cost = {name: added_us_per_request(c.steps) for name, c in configs.items()}
-    assert cost["tls"] > 0 and cost["tls-new-connection"] >= 2.0 * cost["tls"], (cost, windows)
+    sign_us = rsa_signature_us()
+    assert cost["tls"] > 0 and cost["tls-new-connection"] - cost["tls"] >= sign_us, (cost, sign_us, windows)
