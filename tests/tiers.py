@@ -7,13 +7,12 @@ that drive a process to its quota, timings; and what repeats a path the gate alr
 
 The tiers that measure CPU run one test at a time with nothing beside them. The tiers that drive load and judge
 its delivery (faults, signals, the bench scripts) run two tests at a time; beside the faults only tiers that drive
-no load (pure logic, the report in Chromium, the real API server's tests), at the lowest CPU priority, so they take
-the CPU the faults leave idle and cannot starve them (the kube-apiserver and etcd a test starts inherit it: no test
-of theirs judges a timing the faults could move). The one-machine cluster is brought up once per run, alone (its
-daemons and pods must not inherit a low priority), its phases in the time table; the run that brought it up takes
-it down at the end. The first tier of a phase prints as it goes, the others when they end. Every tier runs even
-when one before it failed, so one run shows every failure; the exit status is the first failing tier's. pytest's
-exit 5 (no test selected: a tier whose tests are all nightly) is no failure.
+no load (pure logic, the report in Chromium), at the lowest CPU priority, so they take the CPU the faults leave
+idle and cannot starve them. The real API server's tests run beside the one-machine cluster's bring-up (once per
+run, its phases in the time table; the run that brought it up takes it down at the end). The first tier of a phase
+prints as it goes, the others when they end. Every tier runs even when one before it failed, so one run shows
+every failure; the exit status is the first failing tier's. pytest's exit 5 (no test selected: a tier whose tests
+are all nightly) is no failure.
 
     python tests/tiers.py [--all] [--tier local ...] [-- extra pytest arguments for every tier]
     python tests/tiers.py --fast | --fuzz [-- extra pytest arguments]    (make test-fast, make fuzz)
@@ -79,6 +78,7 @@ CLUSTER_UP = Tier(
     "cluster-up",
     "the one-machine cluster, once for the cluster tier (make cluster-up; nothing to do when it is up)",
     command=(*CLUSTER_MAKE, "cluster-up"),
+    beside=True,
 )
 CLUSTER_DOWN = Tier("cluster-down", "what cluster-up made, removed", command=(*CLUSTER_MAKE, "cluster-down"))
 TIERS = (
@@ -113,19 +113,17 @@ TIERS = (
         nice=True,
     ),
     Tier(
-        "kubernetes",
-        "a real kube-apiserver and etcd; k8s/'s build, chart and manifest checks: beside the faults, lowest priority",
-        ("tests/kubernetes", "tests/cluster_infra"),
-        "kubernetes and not cluster",
-        workers=2,
-        beside=True,
-        nice=True,
-    ),
-    Tier(
         "bench",
         "every bench script once, tiny (test-all): two at a time, alone",
         ("tests/bench", "--ignore=tests/bench/test_openloop.py"),
         "slow",
+        workers=2,
+    ),
+    Tier(
+        "kubernetes",
+        "a real kube-apiserver and etcd; k8s/'s build, chart and manifest checks",
+        ("tests/kubernetes", "tests/cluster_infra"),
+        "kubernetes and not cluster",
         workers=2,
     ),
     CLUSTER_UP,
