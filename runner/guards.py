@@ -205,10 +205,14 @@ def cpu_limit_exceeded(step: Step, previous: Sequence[Step], context: GuardConte
 
 
 def worker_at_wall(step: Step, previous: Sequence[Step], context: GuardContext) -> Finding | None:
-    """An Envoy worker thread ran at its wall (all of one core, or of the pod's limit when that is less) while its
-    pod stayed under the threshold: the pod's capacity is that thread's, not its CPU limit's (one connection-heavy
-    worker, or fewer threads than cores), and its utilization reads low while it is full."""
-    hot = [p for p in step.pods if p.hottest_worker_share is not None and p.hottest_worker_share >= context.threshold]
+    """An Envoy worker thread ran at its wall (all of one core) while its pod, limited to more than one core, stayed
+    under the threshold: the pod's capacity is that thread's, not its CPU limit's (one connection-heavy worker, or
+    fewer threads than cores), and its utilization reads low while it is full.
+
+    Not judged under a limit of one core or less: there a thread's wall is the limit, a thread at it is the pod at
+    it, and a thread reading a little over its own pod near the threshold (91% against 89%) is the two readings'
+    timing, not a pod full early."""
+    hot = [p for p in step.pods if p.thread_can_fill_early and (p.hottest_worker_share or 0.0) >= context.threshold]
     pod = next((p for p in hot if p.cpu_utilization_mean < context.threshold), None)
     if pod is None:
         return None

@@ -15,7 +15,7 @@ from runner.errors import WindowDiscarded
 from runner.locust import REPORT_LAG_S
 from runner.metrics import MIN_CPU_SAMPLES, PodReading, Selector, Selectors, WindowStats
 from runner.model import LoadLevel, Step
-from runner.pod_window import PodWindow
+from runner.pod_window import PodWindow, thread_wall_cores
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -94,7 +94,7 @@ def pod_windows(readings: dict[str, PodReading], limit_cores: float, rps: float)
     by its share of Envoy's own request counts (an even share when a pod's counter was not scraped)."""
     counted = {pod: r.envoy_rps for pod, r in readings.items() if math.isfinite(r.envoy_rps)}
     total = sum(counted.values())
-    wall = min(1.0, limit_cores)  # one thread runs on one core at most, and no faster than the pod's quota
+    wall = thread_wall_cores(limit_cores)
     windows = []
     for pod, reading in sorted(readings.items()):
         share = counted[pod] / total if pod in counted and total > 0 else 1 / len(readings)
@@ -116,6 +116,7 @@ def pod_windows(readings: dict[str, PodReading], limit_cores: float, rps: float)
                 hottest_worker_cores=hottest,
                 mean_worker_cores=sum(workers) / len(workers) if workers else None,
                 hottest_worker_share=hottest / wall if hottest is not None else None,
+                cpu_limit_cores=limit_cores,
             )
         )
     return tuple(windows)

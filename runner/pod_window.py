@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from runner.records import Frozen
 
+ONE_THREAD_CORES = 1.0  # a thread runs on one core at most
+
+
+def thread_wall_cores(limit_cores: float) -> float:
+    """What one thread can use under a pod's CPU limit: one core, or the limit when that is less."""
+    return min(ONE_THREAD_CORES, limit_cores)
+
 
 class PodWindow(Frozen):
     """One Envoy pod in one window: its CPU against its own limit, its CFS throttling, the requests and new
@@ -16,7 +23,7 @@ class PodWindow(Frozen):
 
     `rps` is the pod's share of the window's RPS: the client's rate times the pod's share of Envoy's own
     request counts, so that one pod's rate is the window's. `hottest_worker_share` is the busiest worker
-    thread's CPU over what one thread can use under the pod's limit (one core, or the limit when it is less).
+    thread's CPU over what one thread can use under the pod's limit (`thread_wall_cores`).
     """
 
     pod: str
@@ -33,6 +40,13 @@ class PodWindow(Frozen):
     hottest_worker_cores: float | None = None
     mean_worker_cores: float | None = None
     hottest_worker_share: float | None = None
+    cpu_limit_cores: float | None = None  # the pod's CPU limit (None: a window saved before it was recorded)
+
+    @property
+    def thread_can_fill_early(self) -> bool:
+        """Whether one thread's wall is below the pod's limit, so that a thread at its wall can leave the pod under
+        it. Not under a limit of one core or less: there the wall is the limit. Unknown limits count as yes."""
+        return self.cpu_limit_cores is None or thread_wall_cores(self.cpu_limit_cores) < self.cpu_limit_cores
 
     @property
     def worker_spread(self) -> float | None:

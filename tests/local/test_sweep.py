@@ -173,10 +173,10 @@ def _rounds_scenario(tmp_path: Path, rounds: int) -> Path:
     """The default scenario (adaptive search, interleaved rounds, a control window) with shorter windows and `rounds`,
     and a 50 ms latency SLO: a throttled Envoy's p99 passes it near its limit (tens to hundreds of ms here). The
     search finds its loads from what it measures, so the windows straddle each knee on a machine of any speed. The
-    limits are LIMITS, not the default 250m and 500m: the default's one Locust worker must outrun Envoy past the
-    larger knee, and where Envoy is cheap against Python it does not (500m's knee near 2,900 RPS and the worker at
-    its wall by 3,400 on 2026-11-27, when a configuration ended early in two of five runs, once read as
-    "worker-at-wall below the threshold"; the other run's directory was gone)."""
+    limits are LIMITS, not the default 250m and 500m, so that the default's one Locust worker outruns Envoy past the
+    larger knee with room (500m's knee near 2,900 RPS on 2026-11-27, windows to 3,400). The configurations that
+    ended early that day were the worker-at-wall guard judging a limit under one core (fixed since), not the
+    Locust worker."""
     scenario = yaml.safe_load((PROJECT_ROOT / "scenarios" / "local.yaml").read_text())
     scenario["envoy"]["cpu"] = list(LIMITS)
     scenario["load"].update(step_seconds=4, warmup_seconds=2, settle_seconds=1, rounds=rounds, latency_slo_ms=50)

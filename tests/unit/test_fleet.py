@@ -12,6 +12,8 @@ import pytest
 from runner.fleet import imbalance, pod_knee, pod_steps
 from runner.guards import GuardContext, check_step
 from runner.knee import find_knee
+from runner.measure import pod_windows
+from runner.metrics import PodReading, WindowStats
 from runner.platforms.local.envoy_fleet import envoy_pod, is_envoy_pod, scrape_targets
 from runner.platforms.local.exporter import CLOCK_TICKS, thread_cpu_seconds
 from runner.pod_window import PodWindow
@@ -70,7 +72,7 @@ def test_cpu_limit_not_enforced_judges_each_pod_not_their_sum():
 
 def test_a_worker_thread_at_its_wall_says_so_while_its_pod_reads_under_the_threshold():
     # 4 worker threads under a 2-core limit: one at 97% of a core while the pod reads 40% (routercap's case)
-    workers = {"worker_threads": 4, "hottest_worker_cores": 0.97, "mean_worker_cores": 0.25}
+    workers = {"worker_threads": 4, "hottest_worker_cores": 0.97, "mean_worker_cores": 0.25, "cpu_limit_cores": 2.0}
     hot = _pod("envoy-a", 0.40, 500, hottest_worker_share=0.97, **workers)
     step = make_step(0, rps=500, utilization=0.40, pods=(hot,))
     [finding] = [f for f in check_step(step, [], CONTEXT) if f.guard == "worker-at-wall"]
@@ -80,6 +82,24 @@ def test_a_worker_thread_at_its_wall_says_so_while_its_pod_reads_under_the_thres
     assert "worker-at-wall" not in [f.guard for f in check_step(step.model_copy(update={"pods": (even,)}), [], CONTEXT)]
     full = hot.model_copy(update={"cpu_utilization_mean": 0.95})  # the pod itself at its limit: the knee says it
     assert "worker-at-wall" not in [f.guard for f in check_step(step.model_copy(update={"pods": (full,)}), [], CONTEXT)]
+
+
+def test_under_a_limit_of_one_core_or_less_a_thread_reading_over_its_pod_is_no_pod_full_early():
+    # CI on 2026-11-27: 300m, Envoy's worker thread read 91% of the limit while the pod read 89%, and the guard
+    # called the pod full before its limit, which a thread whose wall is the limit cannot make it
+    readings = {"envoy-local": PodReading(cpu=WindowStats(mean=0.267, min=0.26, max=0.27), worker_cores=(0.273,))}
+    [pod] = pod_windows(readings, limit_cores=0.3, rps=1500)
+    assert pod.hottest_worker_share == pytest.approx(0.91) and pod.cpu_utilization_mean == pytest.approx(0.89)
+    step = make_step(0, rps=1500, utilization=0.89, pods=(pod,))
+    assert "worker-at-wall" not in [f.guard for f in check_step(step, [], CONTEXT)]
+    # the same thread under a 1.5-core limit is at 27% of its core: no wall; at 0.95 of a core it is one
+    [wide] = pod_windows(readings, limit_cores=1.5, rps=1500)
+    assert wide.hottest_worker_share == pytest.approx(0.273) and wide.cpu_limit_cores == 1.5
+    hot = {"envoy-local": PodReading(cpu=WindowStats(mean=1.0, min=0.95, max=1.05), worker_cores=(0.95,))}
+    [full_thread] = pod_windows(hot, limit_cores=1.5, rps=1500)
+    step = make_step(0, rps=1500, utilization=full_thread.cpu_utilization_mean, pods=(full_thread,))
+    [finding] = [f for f in check_step(step, [], CONTEXT) if f.guard == "worker-at-wall"]
+    assert "envoy-local at 95% of what one thread can use" in finding.detail and "the pod at 67%" in finding.detail
 
 
 def test_the_local_fleets_pods_keep_the_one_pod_name_first_and_are_scraped_as_pods():
