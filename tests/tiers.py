@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,9 @@ FAST = (
 )
 FUZZ = ("-m", "hypothesis", "-p", "no:cacheprovider", "--hypothesis-show-statistics")  # the property tests only
 CLUSTER_MAKE = ("make", "-f", "k8s/cluster.mk")
+# each tier's pytest temporary directories (--basetemp), kept until the checkout runs that tier again: pytest keeps
+# only its last three sessions' own, so a failure early in a run was gone by its end
+TEMP_ROOT = Path("/tmp/gateway-sizer-tests") / f"{ROOT.name}-{zlib.crc32(bytes(ROOT)):08x}"
 STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # tests/cluster_infra may take down what this run made
 PHASE = re.compile(r"^\d\d:\d\d:\d\d \[(\d+)s\] (.*)$")  # k8s/cluster/up.sh's `phase` lines
 SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|error|errors|deselected|skipped).*) in [\d.]+s.* =+$", re.M)
@@ -71,7 +75,8 @@ class Tier:
             return list(self.command)
         marks = self.marks if everything else f"({self.marks}) and not {NIGHTLY}" if self.marks else f"not {NIGHTLY}"
         workers = ["-n", str(self.workers)] if self.workers else []
-        return [sys.executable, "-m", "pytest", *self.paths, "-m", marks, *workers, *extra]
+        temp = [] if any(a.startswith("--basetemp") for a in extra) else [f"--basetemp={TEMP_ROOT / self.name}"]
+        return [sys.executable, "-m", "pytest", *self.paths, "-m", marks, *workers, *temp, *extra]
 
 
 CLUSTER_UP = Tier(
@@ -240,6 +245,8 @@ def table(results: list[Result], wall_s: float, title: str) -> None:
     print(f"{'tier':<{width}}{'result':<24}{'minutes':>8}")
     for result in results:
         print(f"{result.tier.name:<{width}}{result.verdict():<24}{result.seconds / 60:>8.1f}")
+        if result.failed() and result.code is not None and not result.tier.command:
+            print(f"  its tests' directories (run directories, logs): {TEMP_ROOT / result.tier.name}")
         for what, seconds in result.phases:  # where a bring-up's time went, in seconds (the phases under 1 s left out)
             if seconds >= 1:
                 print(f"  {what[: width + 20]:<{width + 22}}{seconds:>6d} s")
@@ -263,6 +270,7 @@ def main() -> int:
     if args.fast or args.fuzz:  # one pytest run, in this process's place
         argv = [sys.executable, "-m", "pytest", "-q", *(FUZZ if args.fuzz else ()), *FAST, *extra]
         os.execv(sys.executable, argv)
+    TEMP_ROOT.mkdir(parents=True, exist_ok=True)  # pytest makes each tier's own --basetemp, not its parents
     chosen = [t for t in TIERS if not args.tier or t.name in args.tier or (t is CLUSTER_UP and "cluster" in args.tier)]
     started = time.monotonic()
     results: list[Result] = []
