@@ -161,8 +161,10 @@ def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: fl
     if capacity.broken_at is None:
         assert config.search is not None and "capacity not reached" in config.search, config.search
         return
-    broke = next(s for s in config.steps if s.target_rps == capacity.broken_at)
-    assert broke.rps < 0.98 * capacity.broken_at or (broke.p99_ms or 0) > slo_ms or broke.fail_ratio > 0.01, broke
+    # the search offers a rate again in a later round, so the rate that broke may also have been served in another
+    # window (make test-all, 2026-11-27: 467 RPS at p99 23 ms in one round, 60 ms in another, the break counted)
+    at_break = [s for s in config.steps if s.target_rps == capacity.broken_at]
+    assert any(s.rps < 0.98 * s.offered or (s.p99_ms or 0) > slo_ms or s.fail_ratio > 0.01 for s in at_break), at_break
     assert capacity.broken_by is not None and f"{capacity.broken_at:,.0f}" in capacity.broken_by, capacity
     served_between = [s for s in config.steps if capacity.rps < s.offered < capacity.broken_at
                       and s.rps >= 0.98 * s.offered and (s.p99_ms or 0) <= slo_ms and s.fail_ratio <= 0.01]  # fmt: skip
