@@ -153,7 +153,13 @@ def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: fl
     """The capacity the run reports against its own windows: the rate it calls served was delivered in full with p99
     under the SLO, the rate it says broke was not, and no rate between them was served."""
     capacity = config.capacity
-    assert capacity is not None, config.search
+    if capacity is None:  # none served: then not even the lowest rate offered was, and the search line says so
+        # (alone after make test-all, 2026-11-27: 150m's lowest window, 300 RPS, delivered 291, and two of three
+        # windows at 420 RPS read p99 56 and 59 ms, the VM's speed moving between rounds)
+        lowest = min(config.steps, key=lambda s: s.offered)
+        assert lowest.rps < 0.98 * lowest.offered or (lowest.p99_ms or 0) > slo_ms or lowest.fail_ratio > 0.01, lowest
+        assert config.search is not None and "no rate served within the SLO" in config.search, config.search
+        return
     served = [s for s in config.steps if s.target_rps == capacity.rps]
     # served in at least one window; another at that rate may have broken (a transient, as runner.capacity
     # judges it: the control window is measured at one rate in every round and can dip by chance)
