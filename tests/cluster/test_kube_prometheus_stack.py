@@ -47,11 +47,13 @@ def _not_serving_yet(answer: requests.Response) -> bool:
     until the pod is ready (make test-all, 2026-11-27: a 404 on the first query, with the node busy)."""
     if answer.status_code in (502, 503):
         return True
-    try:
-        status = answer.json() if answer.status_code == 404 else {}
-    except ValueError:
+    if answer.status_code != 404:
         return False
-    return status.get("kind") == "Status" and status.get("reason") == "NotFound"
+    try:
+        status = answer.json()
+    except ValueError:  # a page, not the API server's Status
+        return False
+    return isinstance(status, dict) and status.get("kind") == "Status" and status.get("reason") == "NotFound"
 
 
 def _query(admin: Any, promql: str, starting: bool = False) -> list[dict[str, Any]]:
