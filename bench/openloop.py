@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = Path(__file__).resolve().parent / "openloop"
-GO_FALLBACK = Path("/usr/local/go/bin/go")
+# the go of every build of the project: a go >= 1.24 on PATH, else the pinned Go it downloads once into the cache
+GO_OF_THE_BUILDS = Path(__file__).resolve().parent.parent / "k8s" / "cluster" / "build.sh"
 
 
 class OpenloopError(RuntimeError):
@@ -56,10 +56,15 @@ def source_hash() -> str:
 
 
 def _go() -> str:
-    found = shutil.which("go") or (str(GO_FALLBACK) if GO_FALLBACK.exists() else None)
-    if not found:
-        raise OpenloopError(2, "no Go toolchain: install Go (1.22 or newer) or put it on PATH")
-    return found
+    """k8s/cluster/build.sh's go (`make test` fetches it first): not merely the go on PATH, which on Debian 12 can be
+    golang-go's 1.19, too old for the generator's go.mod (1.22)."""
+    found = subprocess.run(
+        [str(GO_OF_THE_BUILDS), "--print-path", "go"], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    if found.returncode != 0 or not found.stdout.strip():
+        why = (found.stderr.strip().splitlines() or ["no go found"])[-1]
+        raise OpenloopError(2, f"no Go toolchain for the generator ({why}); run make test-tools, which fetches one")
+    return found.stdout.strip().splitlines()[-1]
 
 
 def go_env() -> dict[str, str]:
