@@ -30,6 +30,7 @@ from runner.results import load_summary
 
 REPO = PROJECT_ROOT
 __all__ = [
+    "GENERATOR_WARMUP_S",
     "REPO",
     "TINY",
     "LocalTestbed",
@@ -74,6 +75,8 @@ KEEP = os.environ.get("GATEWAY_SIZER_BENCH_KEEP")  # a folder: keep every run's 
 TINY = os.environ.get("GATEWAY_SIZER_BENCH_TINY") == "1"
 TINY_LOAD = {"step_seconds": 2, "warmup_seconds": 1, "settle_seconds": 1, "max_steps": 3}
 TINY_ROUNDS = 2
+# the Go generator's (bench/openloop) load before its measured window, where a bench runs it between the sweep's rounds
+GENERATOR_WARMUP_S = 1 if TINY else 3
 
 
 def sweep_command(scenario: Path, results: Path) -> list[str]:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _runs import WorkerLoop, add_worker_loop_options, scenario_with, worker_loops
+from _runs import GENERATOR_WARMUP_S, WorkerLoop, add_worker_loop_options, scenario_with, worker_loops
 from openloop import command
 
 from runner.curve import RoundPoint, RoundsFit, jackknife, rounds_fit
@@ -83,7 +83,7 @@ class GeneratorBetweenRounds(SweepObserver):
         for share in OFFSETS:
             rate = knee.rps * share
             argv = command(testbed.gateway_url, rate, self.seconds, "poisson", cgroup.usage_folder,
-                           cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=3,
+                           cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=GENERATOR_WARMUP_S,
                            connections=math.ceil(rate / self.user_rps), rotate=True)  # fmt: skip
             done = subprocess.run([*pin, *argv], capture_output=True, text=True, check=True, timeout=self.seconds + 60)
             window = {**json.loads(done.stdout), "round": after_round}

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _runs import scenario_with, spread
+from _runs import GENERATOR_WARMUP_S, scenario_with, spread
 from openloop import command
 
 from runner.knee import find_knee
@@ -108,11 +108,11 @@ class Interleaved(SweepObserver):
         pin = ["taskset", "-c", testbed.placement.others_cpus] if testbed.placement.others_cpus else []
         for rate in self.rates:
             argv = command(testbed.gateway_url, rate, self.seconds, "poisson", cgroup.usage_folder,
-                           cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=3,
+                           cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=GENERATOR_WARMUP_S,
                            connections=math.ceil(rate / self.user_rps), rotate=True)  # fmt: skip
             began = time.time()
             done = subprocess.run([*pin, *argv], capture_output=True, text=True, check=True, timeout=self.seconds + 60)
-            start, end = began + 3 + 1, time.time() - 1  # after its warm-up, inside its measured span
+            start, end = began + GENERATOR_WARMUP_S + 1, time.time() - 1  # after its warm-up, inside its measured span
             time.sleep(2 * self.platform.scenario.prometheus.scrape_interval_s)  # Prometheus has the span
             metrics, envoy = self.platform.metrics, self.platform.selectors.envoy
             seen = {

@@ -19,7 +19,8 @@ import statistics
 from _runs import TINY, run_sweep, scenario_with
 
 RAMP_FROM, RAMP_TO = 0.60, 1.10
-# a tiny run (the test that runs every bench) ramps in 12% steps, 5 levels: both searches still run in full
+# a tiny run (the test that runs every bench) ramps in 12% steps, 5 levels, and each search sweeps in one round
+# (tiny_rounds=1): both searches still run, each once
 RAMP_STEP = 0.12 if TINY else 0.04
 
 
@@ -34,11 +35,12 @@ def main() -> None:
     for repeat in range(args.repeats):
         for name in ("adaptive", "ramp") if repeat % 2 == 0 else ("ramp", "adaptive"):
             if name == "adaptive":
-                summary, wall = run_sweep(scenario_with(args.cap))
+                summary, wall = run_sweep(scenario_with(args.cap, tiny_rounds=1))
             else:
                 count = round((RAMP_TO - RAMP_FROM) / RAMP_STEP) + 1
                 schedule = [round((guess or 1000.0) * (RAMP_FROM + i * RAMP_STEP)) for i in range(count)]
-                summary, wall = run_sweep(scenario_with(args.cap, search="ramp", rps=schedule, max_steps=count))
+                ramp_scenario = scenario_with(args.cap, tiny_rounds=1, search="ramp", rps=schedule, max_steps=count)
+                summary, wall = run_sweep(ramp_scenario)
             config = summary.configs[0]
             knee = config.valid_knee
             found = (len(config.steps), wall, knee.rps if knee else None, knee.half_width if knee else None)

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _runs import WorkerLoop, add_worker_loop_options, scenario_with, spread, worker_loops
+from _runs import GENERATOR_WARMUP_S, WorkerLoop, add_worker_loop_options, scenario_with, spread, worker_loops
 from meter_bias import CgroupClock, locate
 from openloop import command
 
@@ -67,7 +67,6 @@ from runner.scenario import parse_scenario
 from runner.sweep import Sweep
 
 SAMPLE_S = 0.2
-GO_WARMUP_S = 3
 SHORT_GAP_S = 50e-6
 LOADS = ("locust", "poisson", "clustered")
 
@@ -196,7 +195,7 @@ class Clustering(SweepObserver):
             for mode in modes:
                 mean = self.means[rate] if mode == "clustered" else None
                 argv = command(testbed.gateway_url, rate, self.seconds, mode, cgroup.usage_folder,
-                               cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=GO_WARMUP_S,
+                               cpu_cgroup=cgroup.throttling_folder, limit_cores=self.cap, warmup=GENERATOR_WARMUP_S,
                                connections=math.ceil(rate / self.user_rps), rotate=True, cluster_mean=mean)  # fmt: skip
                 done = subprocess.run([*pin, *argv], capture_output=True, text=True, check=True,
                                       timeout=self.seconds + 60)  # fmt: skip

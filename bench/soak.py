@@ -19,12 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from _runs import REPO, default_scenario, sweep_command
+from _runs import REPO, TINY, default_scenario, sweep_command
 
 from runner.scenario import MAX_STEPS
 
 SETTLE_S = 120.0
-WINDOW_S = 10
+# the shortest window; a tiny run's (the test that runs every bench), 3 s after a 1 s warm-up and before a 1 s settle,
+# lets a soak of a few seconds measure its windows whole
+WINDOW_S = 3 if TINY else 10
+TINY_WAITS = {"warmup_seconds": 1, "settle_seconds": 1} if TINY else {}
 STEP_OVERHEAD_S = 7.0  # settle, alignment and the report lag around each window
 
 
@@ -54,7 +57,7 @@ def main() -> None:
         # one round: a fixed schedule runs whole in every round, so local.yaml's 5 rounds would repeat it until the
         # time budget (twice the soak) stopped it, and a 30-minute soak would run 60
         scenario["load"].update(search="fixed", rps=[args.rps] * windows, max_steps=windows, step_seconds=window_s,
-                                rounds=1, max_seconds_per_config=args.minutes * 60 * 2)  # fmt: skip
+                                rounds=1, max_seconds_per_config=args.minutes * 60 * 2, **TINY_WAITS)  # fmt: skip
         path = Path(folder) / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario))
         runner = subprocess.Popen(

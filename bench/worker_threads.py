@@ -40,10 +40,12 @@ from runner.platforms.local.testbed import LocustSetup
 LOCUSTFILE = PROJECT_ROOT / "locustfiles" / "gateway.py"
 THRESHOLD = 0.9
 PROBE_RPS_PER_CORE = 1200  # a first window well under any knee seen on a 2-core VM (the probe reads the cost there)
-RAMP = 1.3  # the locating windows' offered rates grow by this much ...
+# the locating windows' offered rates grow by this much (a tiny run, the test that runs every bench: twice as much,
+# 4 windows to the threshold instead of 8) ...
+RAMP = 2.0 if TINY else 1.3
 MAX_LOCATE = 10  # ... for at most this many windows
 USER_RPS = 10.0  # each lean user paced at this rate: many connections, spread over the worker threads
-SETTLE_S = 3
+SETTLE_S = 1 if TINY else 3  # after the users are running, before the window
 
 
 def _window(testbed: LocalTestbed, meter: StepMeter, options: LocustOptions, rate: float, seconds: int) -> Step:
