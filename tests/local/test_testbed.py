@@ -122,12 +122,14 @@ def test_locust_load_reaches_prometheus_on_both_sides(testbed_factory):
     assert metrics.cpu_cores(SELECTORS.generator, start, end).mean > 0
     # a second's counts are all on the master REPORT_LAG_S after it ends (what a window waits for): every
     # worker has reported since; with Locust's own 3 s report interval they would still grow after that.
-    # These sleeps are the claim itself, not a wait for an event: look at exactly that moment, and again later.
-    for _ in range(3):
-        second = int(time.time())
-        time.sleep(second + 1 + REPORT_LAG_S - time.time())
-        early = locust.snapshot().requests_per_second.get(second, 0)
-        time.sleep(LATER_S)
-        late = locust.snapshot().requests_per_second.get(second, 0)
-        assert early == late > 0, (second, early, late)
+    # These sleeps are the claim itself, not a wait for an event: look at exactly that moment for three seconds in a
+    # row, each as it comes, and again LATER_S after the last of them (longer after the others)
+    first = int(time.time())
+    early: dict[int, int] = {}
+    for second in range(first, first + 3):
+        time.sleep(max(0.0, second + 1 + REPORT_LAG_S - time.time()))  # a snapshot takes milliseconds
+        early[second] = locust.snapshot().requests_per_second.get(second, 0)
+    time.sleep(LATER_S)
+    late = {second: n for second, n in locust.snapshot().requests_per_second.items() if second in early}
+    assert all(n > 0 for n in early.values()) and early == late, (early, late)
     locust.stop()
