@@ -77,14 +77,16 @@ def test_a_sweep_reads_kube_prometheus_stacks_prometheus_through_the_charts_podm
     assert monitors, "kube-prometheus-stack's Prometheus would select no PodMonitor of the chart"
     image = admin.apps.read_namespaced_deployment("prometheus", "monitoring").spec.template.spec.containers[0].image
     made = kps.objects(RELEASE, kps.prometheus_config(monitors, "gateway-loadtest"), image)
+    # production's Envoy has served a request since it started (a production gateway has traffic; Envoy shows a
+    # counter only once used), before the emulated Prometheus starts: its first scrape of Envoy holds the counter
+    # (asked after that first scrape, the counter waited for the next one, 30 s later)
+    address = admin.core.read_namespaced_service("envoy", "projectcontour").spec.cluster_ip
+    until(lambda: answers(address), 60, "production's Envoy to answer", poll_s=1)
     utils.create_from_yaml(admin.api, yaml_objects=made)
     try:
         until(lambda: bool(_query(admin, 'up{job="gateway-loadtest/envoy"} == 1', starting=True)), 180,
               "the emulated kps Prometheus to scrape Envoy through the PodMonitor", poll_s=2)  # fmt: skip
-        # production's Envoy has served a request since it started (a production gateway has traffic; Envoy shows a
-        # counter only once used), and the emulated Prometheus has scraped that counter
-        address = admin.core.read_namespaced_service("envoy", "projectcontour").spec.cluster_ip
-        until(lambda: answers(address), 60, "production's Envoy to answer", poll_s=1)
+        # and the emulated Prometheus has scraped production's request counter
         until(lambda: bool(_query(admin, 'envoy_http_downstream_rq_total{namespace="projectcontour"}')), 120,
               "the emulated kps Prometheus to scrape Envoy's request counter", poll_s=2)  # fmt: skip
         # and the kubelet's cAdvisor once (every 30 s, as kps does): a kps that has run for a while has its series;
