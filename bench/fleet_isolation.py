@@ -83,7 +83,7 @@ def steady_load(address: str, rps: float, stop: threading.Event) -> None:
             connection = http.client.HTTPConnection(address, 80, timeout=5)
 
 
-SHORT = {"step_seconds": 6, "warmup_seconds": 2, "settle_seconds": 1, "max_steps": 4}  # --short: the smoke run's
+SHORT = {"step_seconds": 6, "warmup_seconds": 2, "settle_seconds": 1, "max_steps": 2}  # --short: the smoke run's
 
 
 def sweep(folder: Path, cpu: float, rounds: int, short: bool) -> ConfigResult:
@@ -113,7 +113,7 @@ def main() -> int:
     parser.add_argument("--cpu", type=float, default=0.3, help="the fleet's Envoy CPU limit")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--short", action="store_true", help="6 s windows (3 scrapes), at most 4 a sweep: a smoke run, no figure"
+        "--short", action="store_true", help="6 s windows (3 scrapes), at most 2 a sweep: a smoke run, no figure"
     )
     args = parser.parse_args()
     address = production_address()
