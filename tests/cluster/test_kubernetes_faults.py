@@ -154,6 +154,7 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
             "envoy.cpu": [too_many, 0.15],
             "kubernetes.rollout_timeout_seconds": 30,
             **SHORT_FIXED,
+            "load.rps": [100],  # the configuration after the failed one measured clean: each window says so alone
             "load.step_seconds": 6,
         },
     )
@@ -177,8 +178,8 @@ def test_a_rollout_that_never_completes_fails_its_configuration_then_the_sweep_g
     assert first["reason"].count("Insufficient cpu") == 1, first["reason"]  # the scheduler's message once
     last_line = result.stderr.strip().splitlines()[-1]
     (second,) = rest  # on_failure: continue, the second configuration measured after the failed one
-    # not-saturated: 100 and 150 RPS far below the knee at 150m, every window clean (invalid would mean the failed
-    # rollout's restore left something that spoilt the next measurement)
+    # not-saturated: 100 RPS far below the knee at 150m, its window clean (invalid would mean the failed rollout's
+    # restore left something that spoilt the next measurement)
     assert second["status"] == "not-saturated" and second["steps"], (second["status"], second["reason"])
     assert not any(s["guards"] for s in second["steps"]), [s["guards"] for s in second["steps"]]
     assert summary["status"] == "partial"
