@@ -3,7 +3,7 @@ API sweep run as a Job end to end, and a Job stopped mid-sweep every way a Job s
 kill with --grace-period=0): each leaves the gateway exactly as it was (every field of the objects a live run
 changes, and the resources Envoy's pods run with) and nothing of the sizing fleet it sized (issue 29), the first two
 by themselves, the kill through `restore --from-cluster` from the records the Job published before each object it
-created. Needs root."""
+created, taking the killed run's Lease over at once (its pod is gone). Needs root."""
 
 from __future__ import annotations
 
@@ -150,6 +150,9 @@ def test_a_job_stopped_mid_sweep_leaves_the_gateway_as_it_was(cluster, tmp_path,
                                str(tmp_path / "home"), env={"KUBECONFIG": str(kubeconfig)}, timeout=900)  # fmt: skip
             assert result.returncode == 0, result.stderr[-3000:]
             assert "published the restored record back" in result.stdout, result.stdout
+            # the killed Job's pod is gone, so nothing can renew its Lease: taken over at once, not after 60 s
+            gone = f"at once: its pod {NAMESPACE}/{pod.metadata.name} is gone"
+            assert f"took over run {run_id}'s Lease " in result.stdout and gone in result.stdout, result.stdout
             run_id, files = _published(admin) or ("", {})
         else:  # the runner restored the gateway itself, then published how the sweep ended
             summary = json.loads(files["summary.json"])

@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from runner.errors import StopRun
 from runner.platforms.kubernetes import workloads as wl
-from runner.platforms.kubernetes.lease import GatewayBusyError, GatewayLease, lease_name
+from runner.platforms.kubernetes.lease import POD_ANNOTATION, GatewayBusyError, GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import create_locust
 from runner.platforms.kubernetes.originals import ClusterChanges
 from support.k8s import ORIGINAL, create, locust_spec, scenario_file, workload
@@ -29,11 +29,12 @@ def _read(admin, namespace: str):
     return client.CoordinationV1Api(admin.api).read_namespaced_lease(lease_name(namespace, "envoy"), namespace)
 
 
-def _stale_lease(admin, namespace: str, run_id: str, renewed_ago_s: float) -> None:
-    """A Lease as a run killed `renewed_ago_s` seconds ago left it."""
+def _stale_lease(admin, namespace: str, run_id: str, renewed_ago_s: float, pod: str | None = None) -> None:
+    """A Lease as a run killed `renewed_ago_s` seconds ago left it (one that ran in `pod`, namespace/name)."""
     renewed = (datetime.now(UTC) - timedelta(seconds=renewed_ago_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    annotations = {"gateway-sizer/run": run_id, **({POD_ANNOTATION: pod} if pod else {})}
     body = {
-        "metadata": {"name": lease_name(namespace, "envoy"), "annotations": {"gateway-sizer/run": run_id}},
+        "metadata": {"name": lease_name(namespace, "envoy"), "annotations": annotations},
         "spec": {"holderIdentity": f"{run_id}/elsewhere/1", "leaseDurationSeconds": 60, "renewTime": renewed,
                  "acquireTime": renewed, "leaseTransitions": 0},
     }  # fmt: skip
@@ -137,6 +138,52 @@ def test_the_holder_renews_and_notices_when_another_run_takes_the_lease_over(adm
     assert stopped.value.hint is not None and "the run stops" in stopped.value.hint
     holder.release()  # leaves the other run's Lease alone
     assert _read(admin, namespace).spec.holder_identity == "other-run/host/2"
+
+
+def test_a_run_in_a_pod_names_it_on_its_lease_and_its_restore_takes_over_once_that_pod_has_ended(
+    admin, namespace, monkeypatch
+):
+    """A Job's runner killed hard (OOM, --grace-period=0): its pod is gone or Failed, so nothing can renew its Lease
+    again, and `restore` (or its resume) takes the Lease over at once rather than after 60 s; while the pod is there
+    (still running, or unreadable) the Lease is waited out as before. Each check waits 1 s at most, not 60."""
+    monkeypatch.setenv("POD_NAMESPACE", namespace)
+    monkeypatch.setenv("POD_NAME", "runner-abcde")
+    held = _lease(admin, namespace, "job-run")
+    held.acquire()
+    assert _read(admin, namespace).metadata.annotations[POD_ANNOTATION] == f"{namespace}/runner-abcde"
+    held.release()
+    monkeypatch.delenv("POD_NAMESPACE")
+    monkeypatch.delenv("POD_NAME")
+
+    leases = client.CoordinationV1Api(admin.api)
+    pod = {"metadata": {"name": "runner-alive"}, "spec": {"containers": [{"name": "runner", "image": "x"}]}}
+    admin.core.create_namespaced_pod(namespace, pod)  # no kubelet here: Pending, as good as running
+    _stale_lease(admin, namespace, "job-run", renewed_ago_s=5, pod=f"{namespace}/runner-alive")
+    waiting = _lease(admin, namespace, "job-run")
+    with pytest.raises(GatewayBusyError, match="in use by run job-run"):
+        waiting.wait_and_acquire(for_run="job-run", timeout_s=1)
+    assert waiting.holder_ended is None and not waiting.held
+
+    admin.core.patch_namespaced_pod_status("runner-alive", namespace, {"status": {"phase": "Failed"}})
+    failed = _lease(admin, namespace, "job-run")
+    assert failed.wait_and_acquire(for_run="job-run", timeout_s=1) is not None
+    assert failed.holder_ended == f"its pod {namespace}/runner-alive has ended (Failed)"
+    lease = _read(admin, namespace)
+    assert lease.spec.holder_identity == failed.identity and lease.spec.lease_transitions == 1
+    failed.release()
+
+    _stale_lease(admin, namespace, "job-run", renewed_ago_s=5, pod=f"{namespace}/runner-deleted")
+    gone = _lease(admin, namespace, "job-run")
+    gone.wait_and_acquire(for_run="job-run", timeout_s=1)
+    assert gone.holder_ended == f"its pod {namespace}/runner-deleted is gone"
+    assert _read(admin, namespace).spec.holder_identity == gone.identity
+    gone.release()
+
+    # another run's Lease is refused at once, whatever became of its pod
+    _stale_lease(admin, namespace, "other-run", renewed_ago_s=5, pod=f"{namespace}/runner-deleted")
+    with pytest.raises(GatewayBusyError, match="in use by run other-run"):
+        _lease(admin, namespace, "job-run").wait_and_acquire(for_run="job-run", timeout_s=1)
+    leases.delete_namespaced_lease(lease_name(namespace, "envoy"), namespace)
 
 
 def test_lease_names_follow_the_gateway_and_stay_valid():

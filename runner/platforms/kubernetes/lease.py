@@ -6,6 +6,11 @@ background thread. Another run (or a second `--resume` of a live one) finds it h
 line naming the holder run and when it last renewed. A Lease not renewed for LEASE_DURATION_S (its holder
 was killed, or cut off from the API server that long) is taken over. The Lease is deleted at the end.
 
+A holder that runs in a pod (a Job's: the downward API's POD_NAMESPACE and POD_NAME) names it on the Lease. A
+`restore` or `--resume` of that same run, which otherwise waits for the Lease to expire, takes it over at once when
+that pod is gone or has ended (Succeeded, Failed): a process in it can no longer renew or change anything. A pod
+that cannot be read, or is still there, is waited out as before.
+
 Every write carries the resourceVersion read just before, so two runs racing for an expired Lease cannot
 both win: the API server answers the loser 409 and it reads again.
 """
@@ -27,6 +32,7 @@ from kubernetes import client
 from runner.errors import PlatformError, SizerError, StopRun, UsageError
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import MANAGED_BY
+from runner.platforms.kubernetes.published import POD_NAME, POD_NAMESPACE
 
 if TYPE_CHECKING:
     from runner.scenario import Scenario
@@ -35,6 +41,8 @@ LEASE_DURATION_S = 60
 RENEW_INTERVAL_S = 10.0
 PREFIX = "gateway-sizer."
 RUN_ANNOTATION = "gateway-sizer/run"  # the holder's run id, for the one-line refusal
+POD_ANNOTATION = "gateway-sizer/pod"  # the holder's pod (namespace/name) when it runs in one
+ENDED_PHASES = ("Succeeded", "Failed")
 ACQUIRE_ATTEMPTS = 5
 MAX_NAME = 253
 
@@ -72,6 +80,7 @@ class Holding:
     resource_version: str
     acquired: datetime | None = None
     transitions: int = 0
+    pod: str | None = None  # namespace/name of the holder's pod, when it runs in one
 
     def expired(self, now: datetime) -> bool:
         if not self.holder or self.renewed is None:
@@ -107,6 +116,8 @@ class GatewayLease:
         self.coordination = client.CoordinationV1Api(cluster.api)
         self.held = False
         self.took_over: Holding | None = None  # the expired holding this run replaced
+        self.pod = _own_pod()
+        self.holder_ended: str | None = None  # why a holding of the same run was taken over before it expired
         self.lost: str | None = None  # why the Lease is no longer ours (another run took it over)
         self.renewals = self.failed_renewals = 0
         self._stop = threading.Event()
@@ -144,10 +155,25 @@ class GatewayLease:
         if holding is not None and not holding.expired(self._now()) and holding.run_id != for_run:
             raise self.busy_error(holding)
 
+    def _pod_ended(self, holding: Holding) -> str | None:
+        """How the holder's pod ended ("is gone", "has ended (Failed)"), or None while it may still run: no pod
+        named, one still there, or one that cannot be read (forbidden, the API server away)."""
+        if not holding.pod or "/" not in holding.pod:
+            return None
+        namespace, name = holding.pod.split("/", 1)
+        try:
+            pod = call(f"read pod {holding.pod}", self.cluster.core.read_namespaced_pod, name, namespace)
+        except NotFoundError:
+            return "is gone"
+        except SizerError:
+            return None
+        phase = getattr(pod.status, "phase", None)
+        return f"has ended ({phase})" if phase in ENDED_PHASES else None
+
     # -- holding ----------------------------------------------------------------------------------
-    def acquire(self) -> None:
-        """Take the Lease: create it, renew our own, or take over an expired one. GatewayBusyError (one
-        line) when another run holds it."""
+    def acquire(self, ended: Holding | None = None) -> None:
+        """Take the Lease: create it, renew our own, or take over an expired one (or `ended`, a holding whose
+        holder can no longer run). GatewayBusyError (one line) when another run holds it."""
         for _ in range(ACQUIRE_ATTEMPTS):
             holding = self.read()
             try:
@@ -155,7 +181,7 @@ class GatewayLease:
                     self._create()
                 elif holding.holder == self.identity:
                     self._write(holding, taking_over=False)
-                elif not holding.expired(self._now()):
+                elif not holding.expired(self._now()) and not (ended is not None and holding.holder == ended.holder):
                     raise self.busy_error(holding)
                 else:
                     self._write(holding, taking_over=True)
@@ -168,12 +194,18 @@ class GatewayLease:
 
     def wait_and_acquire(self, *, for_run: str, timeout_s: float | None = None) -> Holding | None:
         """Take the Lease, first waiting (at most until it expires) while an earlier process of run `for_run`
-        holds it: `restore` of a run killed hard, or its resumed attempt. Another run holding it is refused at
-        once (GatewayBusyError). Returns the holding waited for, if any."""
+        holds it: `restore` of a run killed hard, or its resumed attempt; at once when that process's pod has
+        ended (`holder_ended` says how). Another run holding it is refused at once (GatewayBusyError). Returns the
+        holding waited for or taken over, if any."""
         holding = self.read()
         if holding is None or holding.expired(self._now()) or holding.run_id != for_run:
             self.acquire()
             return None
+        ended = self._pod_ended(holding)
+        if ended is not None:
+            self.acquire(ended=holding)
+            self.holder_ended = f"its pod {holding.pod} {ended}"
+            return holding
         assert holding.renewed is not None
         left = holding.duration_s - (self._now() - holding.renewed).total_seconds()
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else left + self.renew_interval_s + 2)
@@ -192,7 +224,7 @@ class GatewayLease:
             "name": self.name,
             "namespace": self.namespace,
             "labels": dict(MANAGED_BY),
-            "annotations": {RUN_ANNOTATION: self.run_id},
+            "annotations": {RUN_ANNOTATION: self.run_id, **({POD_ANNOTATION: self.pod} if self.pod else {})},
         }
         if holding is not None:
             metadata["resourceVersion"] = holding.resource_version
@@ -302,7 +334,14 @@ def _holding(lease: Any) -> Holding:
         resource_version=str(lease.metadata.resource_version),
         acquired=_utc(spec.acquire_time),
         transitions=int(spec.lease_transitions or 0),
+        pod=annotations.get(POD_ANNOTATION) if spec.holder_identity else None,
     )
+
+
+def _own_pod() -> str | None:
+    """namespace/name of the pod this process runs in (a Job's, from the downward API), or None."""
+    namespace, name = os.environ.get(POD_NAMESPACE), os.environ.get(POD_NAME)
+    return f"{namespace}/{name}" if namespace and name else None
 
 
 def lease_for(

@@ -316,8 +316,8 @@ class KubernetesPlatform(LocustPrometheusPlatform):
 
 def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
     """Undo what a run recorded in its run directory; one line per thing done. Holds the gateway's Lease
-    meanwhile: waits for it while the run being restored may still hold it (at most until it expires), and
-    refuses at once when another run holds it."""
+    meanwhile: waits for it while the run being restored may still hold it (at most until it expires; not at all
+    once the pod it ran in has ended), and refuses at once when another run holds it."""
     import yaml
 
     from runner.scenario import parse_scenario
@@ -337,7 +337,9 @@ def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
     lease = lease_for(cluster, scenario, run_dir.name, f"the gateway {envoy.namespace}/{envoy.name}")
     lines: list[str] = []
     waited = lease.wait_and_acquire(for_run=run_dir.name)
-    if waited is not None:
+    if waited is not None and lease.holder_ended:
+        lines.append(f"took over run {run_dir.name}'s {lease} at once: {lease.holder_ended}")
+    elif waited is not None:
         lines.append(f"waited for run {run_dir.name}'s {lease} to expire (it was killed without releasing it)")
     try:
         lines += undo(cluster, changes, k8s.rollout_timeout_s, wait=wait)
