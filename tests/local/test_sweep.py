@@ -161,8 +161,9 @@ def _assert_capacity_is_where_the_windows_broke(config: ConfigResult, slo_ms: fl
     if capacity is None:  # none served: then not even the lowest rate offered was, and the search line says so
         # (alone after make test-all, 2026-11-27: 150m's lowest window, 300 RPS, delivered 291, and two of three
         # windows at 420 RPS read p99 56 and 59 ms, the VM's speed moving between rounds)
-        lowest = min(config.steps, key=lambda s: s.offered)
-        assert _broke(lowest, slo_ms), lowest
+        lowest = min(s.offered for s in config.steps)  # offered again in later rounds, as any rate may be
+        at_lowest = [s for s in config.steps if s.offered == lowest]
+        assert any(_broke(s, slo_ms) for s in at_lowest), at_lowest
         assert config.search is not None and "no rate served within the SLO" in config.search, config.search
         return
     served = [s for s in config.steps if s.target_rps == capacity.rps]
