@@ -227,6 +227,10 @@ def test_restore_after_a_sigkill_deletes_the_run_s_gateway_class_parameters_and_
     assert f"GatewayClass {copy_name(run_dir.name)}" in left, left
     result = run_sizer("restore", str(run_dir), timeout=600, env={"KUBECONFIG": str(runner_kubeconfig)})
     assert result.returncode == 0, result.stderr[-3000:]
+    # the sweep ran as a process on this machine and is gone: its Lease (renewed <= 10 s before the kill, so not
+    # expired yet) is taken over at once, not after up to 60 s
+    ended = f"at once: its process {sweep.pid} on this machine has ended"
+    assert f"took over run {run_dir.name}'s Lease " in result.stdout and ended in result.stdout, result.stdout
     assert f"deleted Gateway projectcontour/{copy_name(run_dir.name)}" in result.stdout, result.stdout
     _as_before(admin, before)
 

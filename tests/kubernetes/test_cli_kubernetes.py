@@ -116,8 +116,9 @@ CRASHING_RUN = textwrap.dedent("""
 """).replace("LEASE_S", str(KILLED_LEASE_S))
 
 
-def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> Path:
-    """Start CRASHING_RUN, SIGKILL it once it has patched, check what it left; returns its run directory."""
+def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> tuple[Path, int]:
+    """Start CRASHING_RUN, SIGKILL it once it has patched, check what it left; returns its run directory and the
+    pid it ran as."""
     run = subprocess.Popen(
         [sys.executable, "-c", CRASHING_RUN, str(scenario), str(results)],
         cwd=PROJECT_ROOT,
@@ -135,7 +136,7 @@ def _killed_run(admin, namespace: str, scenario: Path, results: Path) -> Path:
     assert wl.changed_by(admin, envoy) == run_dir.name
     assert wl.changed_by(admin, wl.Workload("Deployment", namespace, "nginx", "nginx")) == run_dir.name
     assert len(admin.apps.list_namespaced_deployment(namespace).items) == 3
-    return run_dir
+    return run_dir, run.pid
 
 
 def _lease_expired(admin, namespace: str) -> bool:
@@ -161,13 +162,15 @@ def _assert_restored(admin, namespace: str) -> None:
 def test_restore_undoes_a_run_that_was_killed_hard(apiserver, admin, namespace, tmp_path):
     gateway(admin, namespace)
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
-    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+    run_dir, pid = _killed_run(admin, namespace, scenario, tmp_path / "results")
 
     result = run_sizer("restore", str(run_dir), "--no-wait")
     assert result.returncode == 0, result.stderr
-    assert f"waited for run {run_dir.name}'s Lease {namespace}/{lease_name(namespace, 'envoy')} to expire" in (
+    # killed on this machine: its process is gone, so its Lease is taken over at once, not after KILLED_LEASE_S
+    lease = f"Lease {namespace}/{lease_name(namespace, 'envoy')}"
+    assert f"took over run {run_dir.name}'s {lease} at once: its process {pid} on this machine has ended" in (
         result.stdout
-    )
+    ), result.stdout
     assert f"restored resources and args of DaemonSet {namespace}/envoy" in result.stdout
     assert f"restored 2 replicas of Deployment {namespace}/nginx" in result.stdout
     _assert_restored(admin, namespace)
@@ -179,19 +182,21 @@ def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apise
     """H3: the resumed attempt finds the gateway patched; it must not record that as the originals."""
     gateway(admin, namespace)
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
-    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+    run_dir, pid = _killed_run(admin, namespace, scenario, tmp_path / "results")
     recorded = json.loads((run_dir / FILE_NAME).read_text())["originals"]
     assert recorded[0]["resources"] == {"envoy": ORIGINAL} and recorded[0]["args"] is None
 
-    # the resumed attempt passes its preflight (the gateway's changes are its own run's), waits for the killed
-    # attempt's Lease to expire and takes it over, accepts the changes as its own, then fails on its Locust master
-    # (no kubelet runs here: its rollout times out) and on its way out restores the originals
+    # the resumed attempt passes its preflight (the gateway's changes are its own run's), takes the killed attempt's
+    # Lease over at once (its process on this machine has ended), accepts the changes as its own, then fails on its
+    # Locust master (no kubelet runs here: its rollout times out) and on its way out restores the originals
     scenario_data = yaml.safe_load((run_dir / "scenario.yaml").read_text())
     with synthetic_prometheus(tmp_path, envoy_pod(namespace, "envoy-none", rps=0.0, cores=0.0)) as url:
         scenario_data["prometheus"]["url"] = url
         (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario_data))
         result = run_sizer("sweep", "--live", "--resume", str(run_dir), timeout=120)
     assert result.returncode == 1, result.stderr  # a run that started, and failed
+    taken = f"took over run {run_dir.name}'s Lease {namespace}/{lease_name(namespace, 'envoy')} at once"
+    assert f"gateway-sizer: {taken}: its process {pid} on this machine has ended" in result.stderr, result.stderr
     assert "gateway-sizer: rollout of Deployment" in result.stderr and "locust-master-" in result.stderr
     after = json.loads((run_dir / FILE_NAME).read_text())
     assert [o["resources"] for o in after["originals"]] == [o["resources"] for o in recorded]
@@ -203,7 +208,7 @@ def test_resume_after_a_hard_kill_keeps_the_originals_of_the_first_attempt(apise
 def test_a_new_run_refuses_a_gateway_that_carries_a_killed_runs_changes(apiserver, admin, namespace, tmp_path):
     gateway(admin, namespace)
     scenario = scenario_file(tmp_path, namespace, apiserver.kubeconfig, envoy_cpu=0.15, replicas=4, concurrency="auto")
-    run_dir = _killed_run(admin, namespace, scenario, tmp_path / "results")
+    run_dir, _ = _killed_run(admin, namespace, scenario, tmp_path / "results")
     until(lambda: _lease_expired(admin, namespace), KILLED_LEASE_S + 10, "the killed run's Lease to expire")
     # once its Lease has expired, its annotation still protects the gateway
     result = run_sizer("sweep", "--live", "--scenario", str(scenario), "--results", str(tmp_path / "new"))

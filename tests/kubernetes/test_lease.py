@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,6 +14,7 @@ from kubernetes.client.rest import ApiException
 
 from runner.errors import StopRun
 from runner.platforms.kubernetes import workloads as wl
+from runner.platforms.kubernetes.holder_process import HolderProcess, named, own
 from runner.platforms.kubernetes.lease import POD_ANNOTATION, GatewayBusyError, GatewayLease, lease_name
 from runner.platforms.kubernetes.loadgen import create_locust
 from runner.platforms.kubernetes.originals import ClusterChanges
@@ -19,6 +23,7 @@ from support.processes import one_line, run_sizer
 from support.wait import until
 
 pytestmark = pytest.mark.kubernetes
+PROCESS = "gateway-sizer/process"  # the annotation naming a holder's process (spelled out: old code has no constant)
 
 
 def _lease(admin, namespace: str, run_id: str, **options) -> GatewayLease:
@@ -29,10 +34,20 @@ def _read(admin, namespace: str):
     return client.CoordinationV1Api(admin.api).read_namespaced_lease(lease_name(namespace, "envoy"), namespace)
 
 
-def _stale_lease(admin, namespace: str, run_id: str, renewed_ago_s: float, pod: str | None = None) -> None:
-    """A Lease as a run killed `renewed_ago_s` seconds ago left it (one that ran in `pod`, namespace/name)."""
+def _stale_lease(
+    admin,
+    namespace: str,
+    run_id: str,
+    renewed_ago_s: float,
+    pod: str | None = None,
+    process: HolderProcess | None = None,
+) -> None:
+    """A Lease as a run killed `renewed_ago_s` seconds ago left it (one that ran in `pod`, namespace/name, or as
+    `process`)."""
     renewed = (datetime.now(UTC) - timedelta(seconds=renewed_ago_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     annotations = {"gateway-sizer/run": run_id, **({POD_ANNOTATION: pod} if pod else {})}
+    if process is not None:
+        annotations[PROCESS] = str(process)
     body = {
         "metadata": {"name": lease_name(namespace, "envoy"), "annotations": annotations},
         "spec": {"holderIdentity": f"{run_id}/elsewhere/1", "leaseDurationSeconds": 60, "renewTime": renewed,
@@ -184,6 +199,103 @@ def test_a_run_in_a_pod_names_it_on_its_lease_and_its_restore_takes_over_once_th
     with pytest.raises(GatewayBusyError, match="in use by run other-run"):
         _lease(admin, namespace, "job-run").wait_and_acquire(for_run="job-run", timeout_s=1)
     leases.delete_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+
+
+def _delete_lease(admin, namespace: str) -> None:
+    client.CoordinationV1Api(admin.api).delete_namespaced_lease(lease_name(namespace, "envoy"), namespace)
+
+
+def _exited_process() -> HolderProcess:
+    """A process of this machine that has run and exited (named before it was reaped: its start time is known)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    process = named(child.pid)  # running, or exited and not yet reaped: /proc/<pid> still names it
+    child.wait()
+    assert process is not None
+    return process
+
+
+def _taken_over_at_once(admin, namespace: str, run_id: str) -> GatewayLease:
+    """The Lease taken by a `restore` of run `run_id` that waits 1 s at most (not the 60 s of its expiry)."""
+    taker = _lease(admin, namespace, run_id)
+    assert taker.wait_and_acquire(for_run=run_id, timeout_s=1) is not None
+    lease = _read(admin, namespace)
+    assert lease.spec.holder_identity == taker.identity and lease.spec.lease_transitions == 1
+    return taker
+
+
+def _waited_out(admin, namespace: str, run_id: str) -> None:
+    """A `restore` of run `run_id` that waits 1 s for the Lease and, the holder maybe alive, does not get it."""
+    waiting = _lease(admin, namespace, run_id)
+    with pytest.raises(GatewayBusyError, match=f"in use by run {run_id}"):
+        waiting.wait_and_acquire(for_run=run_id, timeout_s=1)
+    assert waiting.holder_ended is None and not waiting.held
+
+
+def test_a_run_as_a_process_names_it_and_its_restore_takes_over_at_once_once_that_process_has_ended(admin, namespace):
+    """A sweep killed hard on this machine (SIGKILL, OOM): its process is gone, so nothing can renew its Lease again,
+    and `restore` (or its resume) on the same machine takes the Lease over at once rather than after 60 s."""
+    held = _lease(admin, namespace, "cli-run")
+    held.acquire()
+    annotations = _read(admin, namespace).metadata.annotations
+    assert HolderProcess.parse(annotations[PROCESS]) == own() and POD_ANNOTATION not in annotations
+    held.release()
+
+    exited = _exited_process()
+    _stale_lease(admin, namespace, "cli-run", renewed_ago_s=5, process=exited)
+    taker = _taken_over_at_once(admin, namespace, "cli-run")
+    assert taker.holder_ended == f"its process {exited.pid} on this machine has ended"
+    assert taker.waited_line("cli-run") == (
+        f"took over run cli-run's {taker} at once: its process {exited.pid} on this machine has ended"
+    )
+    taker.release()
+
+    # its pid now names another process (this one, started at another time): the holder is gone all the same
+    this = own()
+    assert this is not None
+    reused = this.model_copy(update={"start_ticks": this.start_ticks - 1})
+    _stale_lease(admin, namespace, "cli-run", renewed_ago_s=5, process=reused)
+    assert _taken_over_at_once(admin, namespace, "cli-run").holder_ended == (
+        f"its process {reused.pid} on this machine has ended"
+    )
+    _delete_lease(admin, namespace)
+
+    # another run's Lease is refused at once, whatever became of its process
+    _stale_lease(admin, namespace, "other-run", renewed_ago_s=5, process=exited)
+    with pytest.raises(GatewayBusyError, match="in use by run other-run"):
+        _lease(admin, namespace, "cli-run").wait_and_acquire(for_run="cli-run", timeout_s=1)
+    _delete_lease(admin, namespace)
+
+
+def test_a_holding_of_a_live_process_is_waited_out_and_taken_over_once_it_has_ended(admin, namespace):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        alive = named(sleeper.pid)
+        assert alive is not None
+        _stale_lease(admin, namespace, "cli-run", renewed_ago_s=5, process=alive)
+        _waited_out(admin, namespace, "cli-run")  # it may still renew: a `--resume` run alongside it, say
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    taker = _taken_over_at_once(admin, namespace, "cli-run")
+    assert taker.holder_ended == f"its process {alive.pid} on this machine has ended"
+    taker.release()
+
+
+def test_a_holding_of_a_process_on_another_machine_or_in_another_pid_namespace_is_waited_out(admin, namespace):
+    """Only a process this machine can see is known to have ended: one on another machine (another boot id) or in
+    another PID namespace (another container's, on this host) may still run, whatever its pid is here."""
+    exited = _exited_process()
+    elsewhere = {
+        "another machine": exited.model_copy(update={"boot_id": str(uuid.uuid4())}),
+        "another PID namespace": exited.model_copy(update={"pid_namespace": "pid:[1]"}),
+    }
+    for process in elsewhere.values():
+        _stale_lease(admin, namespace, "cli-run", renewed_ago_s=5, process=process)
+        _waited_out(admin, namespace, "cli-run")
+        _delete_lease(admin, namespace)
+    # the same process seen from its own machine and namespace: ended, taken over at once
+    _stale_lease(admin, namespace, "cli-run", renewed_ago_s=5, process=exited)
+    _taken_over_at_once(admin, namespace, "cli-run").release()
 
 
 def test_lease_names_follow_the_gateway_and_stay_valid():

@@ -9,7 +9,11 @@ was killed, or cut off from the API server that long) is taken over. The Lease i
 A holder that runs in a pod (a Job's: the downward API's POD_NAMESPACE and POD_NAME) names it on the Lease. A
 `restore` or `--resume` of that same run, which otherwise waits for the Lease to expire, takes it over at once when
 that pod is gone or has ended (Succeeded, Failed): a process in it can no longer renew or change anything. A pod
-that cannot be read, or is still there, is waited out as before.
+that cannot be read, or is still there, is waited out as before. A holder that runs as a process (not in a pod)
+names that process on the Lease (holder_process.py: boot id, PID namespace, pid and start time), and the same
+`restore` or `--resume` takes the Lease over at once when it runs on the same machine, in the same PID namespace, and
+that process has provably ended (its pid gone or reused); a process on another machine or in another namespace, or
+one still alive, is waited out as before.
 
 Every write carries the resourceVersion read just before, so two runs racing for an expired Lease cannot
 both win: the API server answers the loser 409 and it reads again.
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from runner.errors import PlatformError, SizerError, StopRun, UsageError
+from runner.platforms.kubernetes import holder_process
 from runner.platforms.kubernetes.connection import Cluster, ConflictError, NotFoundError, call
 from runner.platforms.kubernetes.objects import MANAGED_BY
 from runner.platforms.kubernetes.published import POD_NAME, POD_NAMESPACE
@@ -42,6 +47,7 @@ RENEW_INTERVAL_S = 10.0
 PREFIX = "gateway-sizer."
 RUN_ANNOTATION = "gateway-sizer/run"  # the holder's run id, for the one-line refusal
 POD_ANNOTATION = "gateway-sizer/pod"  # the holder's pod (namespace/name) when it runs in one
+PROCESS_ANNOTATION = "gateway-sizer/process"  # the holder's process (holder_process.py) when it runs in no pod
 ENDED_PHASES = ("Succeeded", "Failed")
 ACQUIRE_ATTEMPTS = 5
 MAX_NAME = 253
@@ -81,6 +87,7 @@ class Holding:
     acquired: datetime | None = None
     transitions: int = 0
     pod: str | None = None  # namespace/name of the holder's pod, when it runs in one
+    process: str | None = None  # the holder's process (holder_process.HolderProcess), when it runs in no pod
 
     def expired(self, now: datetime) -> bool:
         if not self.holder or self.renewed is None:
@@ -117,6 +124,7 @@ class GatewayLease:
         self.held = False
         self.took_over: Holding | None = None  # the expired holding this run replaced
         self.pod = _own_pod()
+        self.process = None if self.pod else holder_process.own()  # a pod has its own path (_pod_ended)
         self.holder_ended: str | None = None  # why a holding of the same run was taken over before it expired
         self.lost: str | None = None  # why the Lease is no longer ours (another run took it over)
         self.renewals = self.failed_renewals = 0
@@ -170,6 +178,23 @@ class GatewayLease:
         phase = getattr(pod.status, "phase", None)
         return f"has ended ({phase})" if phase in ENDED_PHASES else None
 
+    def _holder_ended(self, holding: Holding) -> str | None:
+        """Why the holder can no longer renew ("its pod <ns>/<name> is gone", "its process <pid> on this machine has
+        ended"), or None while it may."""
+        ended = self._pod_ended(holding)
+        if ended is not None:
+            return f"its pod {holding.pod} {ended}"
+        process = holder_process.HolderProcess.parse(holding.process)
+        if process is not None and process.has_ended():
+            return f"its process {process.pid} on this machine has ended"
+        return None
+
+    def waited_line(self, run_id: str) -> str:
+        """The line saying how a holding of run `run_id` (returned by wait_and_acquire) was taken over."""
+        if self.holder_ended:
+            return f"took over run {run_id}'s {self} at once: {self.holder_ended}"
+        return f"waited for run {run_id}'s {self} to expire (it was killed without releasing it)"
+
     # -- holding ----------------------------------------------------------------------------------
     def acquire(self, ended: Holding | None = None) -> None:
         """Take the Lease: create it, renew our own, or take over an expired one (or `ended`, a holding whose
@@ -195,16 +220,16 @@ class GatewayLease:
     def wait_and_acquire(self, *, for_run: str, timeout_s: float | None = None) -> Holding | None:
         """Take the Lease, first waiting (at most until it expires) while an earlier process of run `for_run`
         holds it: `restore` of a run killed hard, or its resumed attempt; at once when that process's pod has
-        ended (`holder_ended` says how). Another run holding it is refused at once (GatewayBusyError). Returns the
-        holding waited for or taken over, if any."""
+        ended or, on this machine, the process itself (`holder_ended` says how). Another run holding it is refused
+        at once (GatewayBusyError). Returns the holding waited for or taken over, if any."""
         holding = self.read()
         if holding is None or holding.expired(self._now()) or holding.run_id != for_run:
             self.acquire()
             return None
-        ended = self._pod_ended(holding)
+        ended = self._holder_ended(holding)
         if ended is not None:
             self.acquire(ended=holding)
-            self.holder_ended = f"its pod {holding.pod} {ended}"
+            self.holder_ended = ended
             return holding
         assert holding.renewed is not None
         left = holding.duration_s - (self._now() - holding.renewed).total_seconds()
@@ -224,7 +249,7 @@ class GatewayLease:
             "name": self.name,
             "namespace": self.namespace,
             "labels": dict(MANAGED_BY),
-            "annotations": {RUN_ANNOTATION: self.run_id, **({POD_ANNOTATION: self.pod} if self.pod else {})},
+            "annotations": self._annotations(),
         }
         if holding is not None:
             metadata["resourceVersion"] = holding.resource_version
@@ -237,6 +262,15 @@ class GatewayLease:
             "leaseTransitions": (holding.transitions if holding else 0) + (1 if taking_over else 0),
         }
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _annotations(self) -> dict[str, str]:
+        """The run, and where its holder runs: its pod, or (in none) its process."""
+        annotations = {RUN_ANNOTATION: self.run_id}
+        if self.pod:
+            annotations[POD_ANNOTATION] = self.pod
+        elif self.process is not None:
+            annotations[PROCESS_ANNOTATION] = str(self.process)
+        return annotations
 
     def _create(self) -> None:
         call(
@@ -335,6 +369,7 @@ def _holding(lease: Any) -> Holding:
         acquired=_utc(spec.acquire_time),
         transitions=int(spec.lease_transitions or 0),
         pod=annotations.get(POD_ANNOTATION) if spec.holder_identity else None,
+        process=annotations.get(PROCESS_ANNOTATION) if spec.holder_identity else None,
     )
 
 

@@ -17,6 +17,7 @@ Before anything changes the platform checks what preflight.py checks (a live gat
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,8 @@ class KubernetesPlatform(LocustPrometheusPlatform):
         self._find(cluster)
         gateway = str(self.fleet.production)
         self.lease = lease_for(cluster, self.scenario, self.run_id, gateway, self.lease_duration_s)
-        self.lease.wait_and_acquire(for_run=self.run_id)  # a resume waits out its killed attempt's Lease
+        if self.lease.wait_and_acquire(for_run=self.run_id) is not None:  # a resume: its killed attempt's Lease
+            print(f"gateway-sizer: {self.lease.waited_line(self.run_id)}", file=sys.stderr)
         self.lease.start_renewing()
         if self.scenario.contour.resources:
             self.contour = workloads.find(cluster, self.scenario.contour.workload, "contour")
@@ -317,7 +319,8 @@ class KubernetesPlatform(LocustPrometheusPlatform):
 def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
     """Undo what a run recorded in its run directory; one line per thing done. Holds the gateway's Lease
     meanwhile: waits for it while the run being restored may still hold it (at most until it expires; not at all
-    once the pod it ran in has ended), and refuses at once when another run holds it."""
+    once the pod it ran in, or the process it ran as on this machine, has ended), and refuses at once when another
+    run holds it."""
     import yaml
 
     from runner.scenario import parse_scenario
@@ -336,11 +339,8 @@ def restore(run_dir: Path, *, wait: bool = True) -> list[str]:
     envoy = scenario.envoy.workload
     lease = lease_for(cluster, scenario, run_dir.name, f"the gateway {envoy.namespace}/{envoy.name}")
     lines: list[str] = []
-    waited = lease.wait_and_acquire(for_run=run_dir.name)
-    if waited is not None and lease.holder_ended:
-        lines.append(f"took over run {run_dir.name}'s {lease} at once: {lease.holder_ended}")
-    elif waited is not None:
-        lines.append(f"waited for run {run_dir.name}'s {lease} to expire (it was killed without releasing it)")
+    if lease.wait_and_acquire(for_run=run_dir.name) is not None:
+        lines.append(lease.waited_line(run_dir.name))
     try:
         lines += undo(cluster, changes, k8s.rollout_timeout_s, wait=wait)
     finally:
