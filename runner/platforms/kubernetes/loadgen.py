@@ -210,7 +210,8 @@ class LocustDeployment:
     def master(self) -> dict[str, Any]:
         args = master_args(self._files(FETCH_EXTENSION), self.user_class, self.gateway_url, self.options)
         ports = [{"name": "web", "containerPort": WEB_PORT}, {"name": "master", "containerPort": MASTER_PORT}]
-        probe = {"httpGet": {"path": READY_PATH, "port": "web"}, "periodSeconds": 2}
+        # probed every second: the run waits for its readiness (a probe is one GET of the web UI's stats)
+        probe = {"httpGet": {"path": READY_PATH, "port": "web"}, "periodSeconds": 1}
         pod = self._pod(MASTER, args, resources_for(0.5, 512 * 2**20, guaranteed=False), ports)
         pod["spec"]["containers"][0]["readinessProbe"] = probe
         return self._deployment(MASTER, self.names.master, 1, pod)
@@ -222,6 +223,9 @@ class LocustDeployment:
             "metadata": {"name": self.names.master, "namespace": self.namespace, "labels": self.labels(MASTER)},
             "spec": {
                 "selector": self.labels(MASTER),
+                # the workers connect once the master listens, not once the Service's endpoints take it in after
+                # its readiness probe; the runner itself calls the master only once it is ready
+                "publishNotReadyAddresses": True,
                 "ports": [
                     {"name": "web", "port": WEB_PORT, "targetPort": "web"},
                     {"name": "master", "port": MASTER_PORT, "targetPort": "master"},

@@ -13,7 +13,9 @@ from runner.quantities import format_cpu, format_memory, parse_cpu, parse_memory
 from runner.scenario import WorkloadRef
 
 Kind = Literal["DaemonSet", "Deployment"]
-POLL_S = 1.0
+# How often a rollout is read (the workload and its pods: two GETs); a rollout the sweep waits for ends on the
+# half-second instead of the second.
+POLL_S = 0.5
 # A requests-only value used when Guaranteed QoS is turned off: the scheduler still has to fit the pod.
 BURSTABLE_REQUEST_CPU = "100m"
 # The least a sidecar (Contour's shutdown-manager) gets as its limit in a Guaranteed pod: its preStop hook
