@@ -118,6 +118,25 @@ def test_the_scenario_s_node_selector_replaces_the_node_and_host_network_becomes
     assert "the pod network, not the host's (production's Envoy holds the node's ports)" in notes
 
 
+def test_the_clone_s_readiness_is_probed_every_second_from_its_start_and_production_s_probe_stays():
+    """Contour's Envoy is first probed 3 s after it starts, then every 4 s: the run, which waits for the fleet to be
+    ready before it measures, would wait up to 7 s for an Envoy that serves after 1."""
+    production = copy.deepcopy(PRODUCTION)
+    contour_probe = {"httpGet": {"path": "/ready", "port": 8002}, "initialDelaySeconds": 3, "periodSeconds": 4}
+    production["spec"]["containers"][1]["readinessProbe"] = contour_probe
+    template, notes = clone_template(production, LABELS, SIZED, ("envoy", ARGS), None, "node-a")
+    envoy, shutdown_manager = template["spec"]["containers"][1], template["spec"]["containers"][0]
+    assert envoy["readinessProbe"] == {**contour_probe, "initialDelaySeconds": 0, "periodSeconds": 1}
+    assert "readinessProbe" not in shutdown_manager  # a container with no probe gets none
+    assert "envoy's readiness probed every 1 s from its start" in notes
+    assert production["spec"]["containers"][1]["readinessProbe"]["periodSeconds"] == 4  # production's untouched
+    # a probe already as quick is left as it is, and no note says it differs
+    production["spec"]["containers"][1]["readinessProbe"] = {"tcpSocket": {"port": 8002}, "periodSeconds": 1}
+    template, notes = clone_template(production, LABELS, SIZED, ("envoy", ARGS), None, "node-a")
+    assert template["spec"]["containers"][1]["readinessProbe"] == {"tcpSocket": {"port": 8002}, "periodSeconds": 1}
+    assert not any("readiness" in note for note in notes)
+
+
 def test_the_fleet_service_has_production_s_ports_and_the_fleet_url_keeps_the_gateway_s_port():
     production = {
         "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30080, "protocol": "TCP"}]}

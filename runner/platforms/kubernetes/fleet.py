@@ -37,7 +37,7 @@ from runner.scenario import Scenario
 from runner.scenario.threads import ENVOY_DEFAULT_CONCURRENCY, PRODUCTION_CONCURRENCY
 
 SERVING_TIMEOUT_S = 120.0  # for every new pod to serve a request, counted by Prometheus
-SERVING_POLL_S = 1.0
+SERVING_POLL_S = 0.5  # a GET through the fleet and one Prometheus query; Prometheus scrapes every 1-2 s
 # Envoy's 2xx responses per pod on the listeners the sweep reads: a pod serves the load once this is above 0. Its
 # request counter alone is not enough: it counts the 404s of a pod Contour has not yet given the run's route, and a
 # scrape without `usedonly` publishes it at 0 before any request (nothing but the run's load reaches the fleet's pods)

@@ -12,7 +12,9 @@ differs, each for a reason:
 - no hostPorts, and the pod network when production uses the host's: the fleet shares a node with production's
   pods, whose ports those are; it is reached through its own Service;
 - no priority class (it never preempts a pod), no pod (anti-)affinity or spread constraint (they are about
-  production's own pods), a 10 s grace period and the Recreate strategy (no user is on it to drain).
+  production's own pods), a 10 s grace period and the Recreate strategy (no user is on it to drain);
+- its readiness probed every second from its start, not after production's delay and period: the run waits for it
+  before it measures (one GET a second of Envoy's admin /ready, not a listener a window reads).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from runner.scenario import Scenario
 
 COMPONENT = "gateway-sizer-envoy"
 GRACE_S = 10
+READY_PROBE_S = 1  # the fleet's readiness probe period, without an initial delay
 NODE_FIELD = "metadata.name"  # a node affinity on the node's name needs no label of it
 DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/restartedAt",)
 
@@ -91,6 +94,8 @@ def clone_template(
             port.pop("hostIP", None)
         if container["name"] in resources:
             container["resources"] = resources[container["name"]] or {}
+        if _probe_readiness_sooner(container):
+            notes.append(f"{container['name']}'s readiness probed every {READY_PROBE_S} s from its start")
         if container["name"] == envoy[0]:
             container.pop("args", None)
             if envoy[1] is not None:
@@ -107,6 +112,19 @@ def clone_template(
         spec["affinity"] = affinity
     spec["terminationGracePeriodSeconds"] = min(spec.get("terminationGracePeriodSeconds") or GRACE_S, GRACE_S)
     return template, notes
+
+
+def _probe_readiness_sooner(container: dict[str, Any]) -> bool:
+    """Probe a container's readiness every READY_PROBE_S from its start (Contour's Envoy: after 3 s, every 4 s); returns
+    whether that changed its probe."""
+    probe = container.get("readinessProbe")
+    if not probe:
+        return False
+    wanted = {"initialDelaySeconds": 0, "periodSeconds": min(probe.get("periodSeconds") or 10, READY_PROBE_S)}
+    if all((probe.get(key) or 0) == value for key, value in wanted.items()):
+        return False
+    probe.update(wanted)
+    return True
 
 
 def service_ports(production: dict[str, Any] | None, envoy_ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
