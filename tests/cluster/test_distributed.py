@@ -27,9 +27,12 @@ DISTRIBUTED = {"envoy.cpu": [0.5], "backend.replicas": [1, 2], "load.workers": 2
 SHARE = 0.25  # each of two pods does at least this share of their work (an even split is 0.5)
 
 
-def _cpu_by_pod(container: str, pod_prefix: str, start: float, end: float) -> dict[str, float]:
-    """CPU seconds each pod's `container` used over [start, end] (cAdvisor, through Prometheus)."""
-    selector = f'namespace="gateway-loadtest",container="{container}",pod=~"{pod_prefix}.*"'
+def _cpu_by_pod(pod_prefix: str, start: float, end: float) -> dict[str, float]:
+    """CPU seconds each pod used over [start, end] (cAdvisor, through Prometheus): its pod's cgroup (no container and
+    no image label), not its container's. cAdvisor here sometimes never labels a container that has just started (make
+    test-all, 2026-11-28: the second nginx replica served for 110 s with no series of its nginx container, while its
+    pod's cgroup had one), and the pod's cgroup holds that container's CPU and the pause container's (a few ms)."""
+    selector = f'namespace="gateway-loadtest",container="",image="",pod=~"{pod_prefix}.*"'
     query = f"sum by (pod) (increase(container_cpu_usage_seconds_total{{{selector}}}[{round(end - start)}s]))"
     url = f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": end})
     with urllib.request.urlopen(url, timeout=10) as answer:
@@ -54,10 +57,10 @@ def test_two_workers_add_up_to_the_offered_rate_and_two_nginx_replicas_share_the
             assert not step.guards, step.guards
         start = config.steps[0].started_at
         end = config.steps[-1].started_at + config.steps[-1].window_s
-        by_worker = _cpu_by_pod("locust", workers, start, end)
+        by_worker = _cpu_by_pod(workers, start, end)
         assert len(by_worker) == 2, by_worker
         assert min(by_worker.values()) >= SHARE * sum(by_worker.values()), by_worker  # each carried part of it
-        by_replica = _cpu_by_pod("nginx", "nginx-", start, end)
+        by_replica = _cpu_by_pod("nginx-", start, end)
         busy = {pod: cpu for pod, cpu in by_replica.items() if cpu > 0}
         assert len(busy) == config.backend.replicas, by_replica
         if config.backend.replicas == 2:
