@@ -96,22 +96,22 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--users", type=int, default=16)
     args = parser.parse_args()
-    testbed = LocalTestbed(workdir=Path(tempfile.mkdtemp(prefix="gateway-sizer-harness-")), ports=Ports.free(),
-                           testbed_id=f"bench-{os.getpid()}")  # fmt: skip
     results: dict[str, list[float]] = {"inside": [], "bare": []}
-    try:
-        testbed.scale_backend(1)
-        for pid in testbed.containers["nginx-0"].cgroup.pids():
-            _pin(pid, BACKEND_CPU)
-        for round_index in range(args.rounds):
-            order = ("inside", "bare") if round_index % 2 == 0 else ("bare", "inside")
-            for name in order:
-                measure = inside if name == "inside" else bare
-                value = measure(testbed, CLASSES[args.client], args.users, args.window)
-                results[name].append(value)
-                print(f"round {round_index + 1} {name:<6} {value:,.0f} RPS per generator core", flush=True)
-    finally:
-        testbed.stop()
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-harness-") as folder:
+        testbed = LocalTestbed(workdir=Path(folder), ports=Ports.free(), testbed_id=f"bench-{os.getpid()}")
+        try:
+            testbed.scale_backend(1)
+            for pid in testbed.containers["nginx-0"].cgroup.pids():
+                _pin(pid, BACKEND_CPU)
+            for round_index in range(args.rounds):
+                order = ("inside", "bare") if round_index % 2 == 0 else ("bare", "inside")
+                for name in order:
+                    measure = inside if name == "inside" else bare
+                    value = measure(testbed, CLASSES[args.client], args.users, args.window)
+                    results[name].append(value)
+                    print(f"round {round_index + 1} {name:<6} {value:,.0f} RPS per generator core", flush=True)
+        finally:
+            testbed.stop()
     inside_median, bare_median = statistics.median(results["inside"]), statistics.median(results["bare"])
     if not inside_median or not bare_median:  # no ratio to print: say why in one line, exit 1
         which = "bare locust --headless" if not bare_median else "Locust inside the toolkit"

@@ -132,12 +132,12 @@ def one_run(cap: float, rounds: int, seconds: float, workers: int) -> tuple[Conf
     data = scenario_with(cap)
     data["load"].update(rounds=rounds, workers=workers)
     scenario = parse_scenario(data)
-    folder = Path(tempfile.mkdtemp(prefix="gateway-sizer-truth-"))
-    store = RunStore.create(scenario, folder)
-    platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
-    between = GeneratorBetweenRounds(platform, store, cap, seconds, scenario.load.max_rps_per_user)
-    sweep = Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=between)
-    sweep.run()
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-truth-") as folder:
+        store = RunStore.create(scenario, Path(folder))
+        platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
+        between = GeneratorBetweenRounds(platform, store, cap, seconds, scenario.load.max_rps_per_user)
+        sweep = Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=between)
+        sweep.run()
     return store.summary.configs[0], between.windows
 
 

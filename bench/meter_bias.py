@@ -127,9 +127,10 @@ def locate(cap: float) -> float:
     windows for it, as 3 did not always climb to the threshold from where the search starts."""
     data = scenario_with(cap, rounds=1, step_seconds=6, warmup_seconds=3, settle_seconds=2, tiny_steps=6)
     scenario = parse_scenario(data)
-    store = RunStore.create(scenario, Path(tempfile.mkdtemp(prefix="gateway-sizer-bias-")))
-    platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
-    Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store).run()
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-bias-") as folder:
+        store = RunStore.create(scenario, Path(folder))
+        platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
+        Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store).run()
     knee = find_knee(store.summary.configs[0].steps, THRESHOLD).knee
     if knee is None:
         raise SystemExit(f"no knee at {cap:g} cores to place the rates: {store.summary.configs[0].reason}")
@@ -140,10 +141,11 @@ def compare(cap: float, rates: list[float], rounds: int, seconds: float) -> tupl
     data = scenario_with(cap, rounds=rounds, search="fixed", rps=rates, step_seconds=round(seconds),
                          warmup_seconds=3, settle_seconds=2)  # fmt: skip
     scenario = parse_scenario(data)
-    store = RunStore.create(scenario, Path(tempfile.mkdtemp(prefix="gateway-sizer-bias-")))
-    platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
-    observer = Interleaved(platform, rates, cap, seconds, scenario.load.max_rps_per_user)
-    Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=observer).run()
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-bias-") as folder:
+        store = RunStore.create(scenario, Path(folder))
+        platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
+        observer = Interleaved(platform, rates, cap, seconds, scenario.load.max_rps_per_user)
+        Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=observer).run()
     if observer.clock is not None:
         observer.clock.stopped.set()
     return store.summary.configs[0].steps, observer

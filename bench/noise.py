@@ -94,48 +94,49 @@ def main() -> None:
     rng = random.Random(args.seed)
     placement = place(max(caps), isolate=True)
     envoy_cpus = parse_cpu_list(placement.envoy_cpus) if placement.envoy_cpus else None
-    testbed = LocalTestbed(workdir=Path(tempfile.mkdtemp(prefix="gateway-sizer-noise-")), ports=Ports.free(),
-                           testbed_id=f"bench-{os.getpid()}", placement=placement)  # fmt: skip
     windows: list[dict[str, Any]] = []
-    try:
-        testbed.scale_backend(1)
-        testbed.start_envoy(caps[0], 256 * 2**20, 1)
-        cgroup = testbed.containers[ENVOY_POD].cgroup
-        knees = {}
-        for cap in caps:  # a rough knee per cap: grow the rate until a window passes 90%, interpolate in logs
-            cgroup.set_cpu_limit(cap)
-            rate, last = PROBE_RPS_PER_CORE * cap * 0.25, None
-            while True:
-                probe = window(testbed, cap, rate, args.seconds / 2, placement.others_cpus)
-                print(f"cap {cap:g}: probe {probe['achieved']:,.0f} RPS at {probe['utilization']:.0%}", flush=True)
-                if probe["utilization"] >= 0.9 or probe["achieved"] < 0.9 * rate:
-                    break
-                last, rate = probe, rate * 1.6
-            if last is None:
-                knees[cap] = rate
-            else:
-                rise = math.log(probe["utilization"] / last["utilization"])
-                slope = rise / math.log(probe["achieved"] / last["achieved"])
-                knees[cap] = last["achieved"] * (0.9 / last["utilization"]) ** (1 / max(slope, 0.3))
-            print(f"cap {cap:g}: rough knee {knees[cap]:,.0f} RPS", flush=True)
-        plan = [(cap, knees[cap] * share) for cap in caps for share in shares]
-        control = (caps[0], knees[caps[0]] * shares[0])
-        started = time.monotonic()
-        for number in range(args.passes):
-            order = [control, *rng.sample(plan, len(plan))]
-            for index, (cap, rate) in enumerate(order):
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-noise-") as folder:
+        testbed = LocalTestbed(workdir=Path(folder), ports=Ports.free(), testbed_id=f"bench-{os.getpid()}",
+                               placement=placement)  # fmt: skip
+        try:
+            testbed.scale_backend(1)
+            testbed.start_envoy(caps[0], 256 * 2**20, 1)
+            cgroup = testbed.containers[ENVOY_POD].cgroup
+            knees = {}
+            for cap in caps:  # a rough knee per cap: grow the rate until a window passes 90%, interpolate in logs
                 cgroup.set_cpu_limit(cap)
-                speed = reference_speed(envoy_cpus, samples=5)
-                measured = window(testbed, cap, rate, args.seconds, placement.others_cpus)
-                measured.update(passno=number, control=index == 0, speed=speed, t=time.monotonic() - started)
-                windows.append(measured)
-                print(f"pass {number} {'control' if index == 0 else '       '} cap {cap:g} {rate:7,.0f} RPS: "
-                      f"served {measured['achieved']:7,.0f}, util {measured['utilization']:.2f}, "
-                      f"{measured['us']:6.1f} us/req, throttled {measured['throttled']:.0%}, p99 "
-                      f"{measured['p99']:.1f} ms, steal {measured['steal']:.1%}, loop {speed:.1f}",
-                      flush=True)  # fmt: skip
-    finally:
-        testbed.stop()
+                rate, last = PROBE_RPS_PER_CORE * cap * 0.25, None
+                while True:
+                    probe = window(testbed, cap, rate, args.seconds / 2, placement.others_cpus)
+                    print(f"cap {cap:g}: probe {probe['achieved']:,.0f} RPS at {probe['utilization']:.0%}", flush=True)
+                    if probe["utilization"] >= 0.9 or probe["achieved"] < 0.9 * rate:
+                        break
+                    last, rate = probe, rate * 1.6
+                if last is None:
+                    knees[cap] = rate
+                else:
+                    rise = math.log(probe["utilization"] / last["utilization"])
+                    slope = rise / math.log(probe["achieved"] / last["achieved"])
+                    knees[cap] = last["achieved"] * (0.9 / last["utilization"]) ** (1 / max(slope, 0.3))
+                print(f"cap {cap:g}: rough knee {knees[cap]:,.0f} RPS", flush=True)
+            plan = [(cap, knees[cap] * share) for cap in caps for share in shares]
+            control = (caps[0], knees[caps[0]] * shares[0])
+            started = time.monotonic()
+            for number in range(args.passes):
+                order = [control, *rng.sample(plan, len(plan))]
+                for index, (cap, rate) in enumerate(order):
+                    cgroup.set_cpu_limit(cap)
+                    speed = reference_speed(envoy_cpus, samples=5)
+                    measured = window(testbed, cap, rate, args.seconds, placement.others_cpus)
+                    measured.update(passno=number, control=index == 0, speed=speed, t=time.monotonic() - started)
+                    windows.append(measured)
+                    print(f"pass {number} {'control' if index == 0 else '       '} cap {cap:g} {rate:7,.0f} RPS: "
+                          f"served {measured['achieved']:7,.0f}, util {measured['utilization']:.2f}, "
+                          f"{measured['us']:6.1f} us/req, throttled {measured['throttled']:.0%}, p99 "
+                          f"{measured['p99']:.1f} ms, steal {measured['steal']:.1%}, loop {speed:.1f}",
+                          flush=True)  # fmt: skip
+        finally:
+            testbed.stop()
     if args.json:
         args.json.write_text(json.dumps(windows, indent=1))
     print("\nper cap and rate over the passes: CPU per request (us), utilization, throttled share")

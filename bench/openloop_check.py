@@ -155,17 +155,17 @@ def main() -> None:
     build()
     print(f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
     check_refusal()
-    testbed = LocalTestbed(workdir=Path(tempfile.mkdtemp(prefix="openloop-check-")), ports=Ports.free(),
-                           testbed_id=f"bench-{os.getpid()}")  # fmt: skip
-    try:
-        testbed.scale_backend(1)
-        testbed.start_envoy(args.cap, 256 * 2**20, 1)
-        check_poisson(testbed.backend_url(), args.rate, min(args.seconds, 5))
-        check_rates_and_cpu(testbed, args.cap, args.rate, args.seconds)
-        if args.http_cost:
-            check_http_cost(testbed.backend_url(), args.cost_rate, 4, args.rounds)
-    finally:
-        testbed.stop()
+    with tempfile.TemporaryDirectory(prefix="openloop-check-") as folder:
+        testbed = LocalTestbed(workdir=Path(folder), ports=Ports.free(), testbed_id=f"bench-{os.getpid()}")
+        try:
+            testbed.scale_backend(1)
+            testbed.start_envoy(args.cap, 256 * 2**20, 1)
+            check_poisson(testbed.backend_url(), args.rate, min(args.seconds, 5))
+            check_rates_and_cpu(testbed, args.cap, args.rate, args.seconds)
+            if args.http_cost:
+                check_http_cost(testbed.backend_url(), args.cost_rate, 4, args.rounds)
+        finally:
+            testbed.stop()
     print(f"load average {os.getloadavg()[0]:.2f} at end", flush=True)
 
 

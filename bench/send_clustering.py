@@ -215,16 +215,16 @@ def compare(cap: float, rates: list[float], rounds: int, seconds: float, mean: s
     data = scenario_with(cap, rounds=rounds, search="fixed", rps=rates, step_seconds=round(seconds),
                          warmup_seconds=3, settle_seconds=2, workers=workers)  # fmt: skip
     scenario = parse_scenario(data)
-    folder = Path(tempfile.mkdtemp(prefix="gateway-sizer-clustering-"))
-    store = RunStore.create(scenario, folder)
-    platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
-    observer = Clustering(platform, rates, cap, seconds, scenario.load.max_rps_per_user, mean, folder,
-                          workers=workers, modes=modes, label=label, round_=round_)  # fmt: skip
-    try:
-        Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=observer).run()
-    finally:
-        drops = observer.stop()
-    return measure(observer, drops, sweep=round_ or 0)
+    with tempfile.TemporaryDirectory(prefix="gateway-sizer-clustering-") as folder:
+        store = RunStore.create(scenario, Path(folder))
+        platform = LocalPlatform(scenario, store.run_dir, free_ports=True)
+        observer = Clustering(platform, rates, cap, seconds, scenario.load.max_rps_per_user, mean, Path(folder),
+                              workers=workers, modes=modes, label=label, round_=round_)  # fmt: skip
+        try:
+            Sweep(scenario=scenario, plan=plan_sweep(scenario), platform=platform, store=store, observer=observer).run()
+        finally:
+            drops = observer.stop()
+        return measure(observer, drops, sweep=round_ or 0)  # reads the capture in `folder`
 
 
 def measure(observer: Clustering, drops: str, sweep: int) -> list[dict[str, Any]]:

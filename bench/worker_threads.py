@@ -101,37 +101,37 @@ def main() -> None:
     tiny = " (tiny)" if TINY else ""
     print(f"Envoy {args.limit:g} CPU, {placement.note}; threads {counts}; {args.passes} passes of {args.seconds} s")
     print(f"windows at {shares} of the first count's knee{tiny}")
-    workdir = Path(tempfile.mkdtemp(prefix="worker-threads-"))
     testbed_id = f"bench-threads-{random.randrange(10**6)}"
-    testbed = LocalTestbed(workdir=workdir, ports=Ports.free(), testbed_id=testbed_id, placement=placement)
     draw = random.Random(args.seed)
     knees: dict[int, dict[int, float]] = {n: {} for n in counts}  # thread count: pass: knee
     windows: dict[tuple[int, float], list[Step]] = {}
-    try:
-        testbed.start_monitoring()
-        testbed.scale_backend(1)
-        options = LocustOptions("external.nginx", "/", user_rps=USER_RPS)
-        locust = testbed.start_locust(LocustSetup(LOCUSTFILE, "LeanGatewayUser", options, workers=1))
-        metrics = Metrics(testbed.prometheus_url)
-        meter = StepMeter(locust=locust, metrics=metrics, selectors=SELECTORS, envoy_cpu_limit_cores=args.limit)
-        testbed.start_envoy(args.limit, 256 * 2**20, counts[0])
-        estimate = _locate(testbed, meter, options, PROBE_RPS_PER_CORE * args.limit, args.seconds)
-        print(f"{counts[0]} thread(s): knee about {estimate:,.0f} RPS, the rates' base")
-        for number in range(1, args.passes + 1):
-            order = draw.sample(counts, len(counts))
-            for threads in order:
-                testbed.start_envoy(args.limit, 256 * 2**20, threads)
-                steps = [_window(testbed, meter, options, share * estimate, args.seconds) for share in shares]
-                for share, step in zip(shares, steps, strict=True):
-                    windows.setdefault((threads, share), []).append(step)
-                knee = _knee(steps)
-                if knee is not None:
-                    knees[threads][number] = knee
-                read = "; ".join(f"{s.rps:,.0f} RPS {s.cpu_utilization_mean:.0%}" for s in steps)
-                knee_text = f"{knee:,.0f}" if knee is not None else "none (its windows place no knee)"
-                print(f"pass {number}, {threads} thread(s): knee {knee_text}; {read}", flush=True)
-    finally:
-        testbed.stop()
+    with tempfile.TemporaryDirectory(prefix="worker-threads-") as folder:
+        testbed = LocalTestbed(workdir=Path(folder), ports=Ports.free(), testbed_id=testbed_id, placement=placement)
+        try:
+            testbed.start_monitoring()
+            testbed.scale_backend(1)
+            options = LocustOptions("external.nginx", "/", user_rps=USER_RPS)
+            locust = testbed.start_locust(LocustSetup(LOCUSTFILE, "LeanGatewayUser", options, workers=1))
+            metrics = Metrics(testbed.prometheus_url)
+            meter = StepMeter(locust=locust, metrics=metrics, selectors=SELECTORS, envoy_cpu_limit_cores=args.limit)
+            testbed.start_envoy(args.limit, 256 * 2**20, counts[0])
+            estimate = _locate(testbed, meter, options, PROBE_RPS_PER_CORE * args.limit, args.seconds)
+            print(f"{counts[0]} thread(s): knee about {estimate:,.0f} RPS, the rates' base")
+            for number in range(1, args.passes + 1):
+                order = draw.sample(counts, len(counts))
+                for threads in order:
+                    testbed.start_envoy(args.limit, 256 * 2**20, threads)
+                    steps = [_window(testbed, meter, options, share * estimate, args.seconds) for share in shares]
+                    for share, step in zip(shares, steps, strict=True):
+                        windows.setdefault((threads, share), []).append(step)
+                    knee = _knee(steps)
+                    if knee is not None:
+                        knees[threads][number] = knee
+                    read = "; ".join(f"{s.rps:,.0f} RPS {s.cpu_utilization_mean:.0%}" for s in steps)
+                    knee_text = f"{knee:,.0f}" if knee is not None else "none (its windows place no knee)"
+                    print(f"pass {number}, {threads} thread(s): knee {knee_text}; {read}", flush=True)
+        finally:
+            testbed.stop()
     print(f"\nmedians over {args.passes} passes (range, +- half of it over the median):")
     for threads in counts:
         print(f"{threads} thread(s): knee {_spread(list(knees[threads].values()))} RPS")
