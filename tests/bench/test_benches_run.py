@@ -1,7 +1,7 @@
 """Every script in bench/ runs end to end, with tiny durations (and tiny sweeps), so none rots unnoticed.
 
-The figures of such short runs mean nothing; what is checked is that each script completes, exits 0
-and prints the line its README entry quotes.
+The figures of such short runs mean nothing; what is checked is that each script completes, exits 0,
+prints the line its README entry quotes and leaves nothing in its temporary folder ($TMPDIR).
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def test_every_bench_script_is_covered():
 @pytest.mark.nightly  # make test-all: the benches measure, and each drives load that a gate's 20 minutes cannot hold
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script", list(CASES))
-def test_the_bench_runs_with_tiny_durations(script: str):
+def test_the_bench_runs_with_tiny_durations(script: str, tmp_path: Path):
     args, expected = CASES[script]
+    tmp = tmp_path / "tmp"  # the script's own $TMPDIR: whatever it leaves there, it left
+    tmp.mkdir()
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
         cwd=PROJECT_ROOT,
@@ -65,8 +67,17 @@ def test_the_bench_runs_with_tiny_durations(script: str):
         text=True,
         timeout=540,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "GATEWAY_SIZER_BENCH_TINY": "1"},
+        env={**os.environ, "GATEWAY_SIZER_BENCH_TINY": "1", "TMPDIR": str(tmp)},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert expected in done.stdout, done.stdout[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert not any(tmp.iterdir()), f"{script} left in its $TMPDIR: {_left(tmp)}"
+
+
+def _left(folder: Path) -> str:
+    """ "gateway-sizer-truth-x1y2/ (41 files), core.1234": what is in a folder, a subfolder with its file count."""
+    return ", ".join(
+        f"{path.name}/ ({sum(1 for p in path.rglob('*') if not p.is_dir())} files)" if path.is_dir() else path.name
+        for path in sorted(folder.iterdir())
+    )
