@@ -14,6 +14,14 @@ prints as it goes, the others when they end. Every tier runs even when one befor
 every failure; the exit status is the first failing tier's. pytest's exit 5 (no test selected: a tier whose tests
 are all nightly) is no failure.
 
+Each tier runs in its own session (process group), so one signal reaches the tier's pytest and what it started. On
+SIGINT, SIGTERM or SIGHUP to this process (a terminal's Ctrl-C reaches only it now; a CI runner cancelling a job,
+`kill <pid>`), it sends SIGINT to every running tier's group, as a terminal's Ctrl-C would: pytest ends its test with
+KeyboardInterrupt and runs its fixtures' teardowns (it has no handler for SIGTERM or SIGHUP, which would end it on the
+spot with nothing torn down). It waits for them (SIGKILL to a group still there GRACE_S after the signal), starts no
+further tier, takes down a cluster it brought up, prints the table with those tiers `interrupted`, and exits 128 +
+the signal's number (130 for SIGINT). A second signal changes nothing: a second SIGINT would break pytest's teardown.
+
     python tests/tiers.py [--all] [--tier local ...] [-- extra pytest arguments for every tier]
     python tests/tiers.py --fast | --fuzz [-- extra pytest arguments]    (make test-fast, make fuzz)
 """
@@ -21,8 +29,10 @@ are all nightly) is no failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +63,8 @@ CLUSTER_MAKE = ("make", "-f", "k8s/cluster.mk")
 TEMP_ROOT = Path("/tmp/gateway-sizer-tests") / f"{ROOT.name}-{zlib.crc32(bytes(ROOT)):08x}"
 STARTED_BY_TESTS = "GATEWAY_SIZER_TESTS_STARTED_CLUSTER"  # tests/cluster_infra may take down what this run made
 PHASE = re.compile(r"^\d\d:\d\d:\d\d \[(\d+)s\] (.*)$")  # k8s/cluster/up.sh's `phase` lines
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # each ends the run, its tiers torn down
+GRACE_S = 120  # how long an interrupted tier may take to tear down before SIGKILL to its process group
 SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|error|errors|deselected|skipped).*) in [\d.]+s.* =+$", re.M)
 
 
@@ -153,10 +165,13 @@ class Result:
     phases: list[tuple[str, int]] = field(default_factory=list)  # cluster-up's phases: (what, seconds)
     note: str = ""
     counts: dict[str, int] = field(default_factory=dict)  # pytest's closing line: passed, failed, error, ...
+    stopped: str = ""  # running when the run was signalled: "interrupted", or "killed" after GRACE_S
 
     def verdict(self) -> str:
         if self.code is None:
             return f"not run ({self.note})"
+        if self.stopped and self.code != 0:
+            return f"{self.stopped} (exit {self.code})"
         if self.code == 0:
             return self.note or "passed"
         return "no tests" if self.code == NO_TESTS and not self.tier.command else f"failed (exit {self.code})"
@@ -173,13 +188,21 @@ def up_phases(output: str) -> list[tuple[str, int]]:
 
 
 class Job:
-    """One tier's process; what it prints is kept, and the first tier of a phase also prints it as it comes."""
+    """One tier's process, in its own session; what it prints is kept, and the first tier of a phase also prints it
+    as it comes."""
 
     def __init__(self, tier: Tier, argv: list[str], env: dict[str, str], live: bool, nice: bool) -> None:
-        self.tier, self.live, self.output = tier, live, bytearray()
+        self.tier, self.live, self.output, self.stopped = tier, live, bytearray(), ""
         pipe, merged, lowest = subprocess.PIPE, subprocess.STDOUT, (lambda: os.nice(19)) if nice else None
         self.process = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=pipe, stderr=merged, preexec_fn=lowest
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=pipe,
+            stderr=merged,
+            preexec_fn=lowest,
+            start_new_session=True,  # its own process group: a signal to it reaches what its pytest started
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -189,46 +212,119 @@ class Job:
         while chunk := self.process.stdout.read1(1 << 16):  # as it comes: pytest's progress dots end no line
             self.output += chunk
             if self.live:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
+                try:
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.flush()
+                except OSError:  # the terminal is gone (SIGHUP): keep reading, or the tier blocks on a full pipe
+                    self.live = False
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def signal_group(self, signum: int, stopped: str) -> None:
+        """`signum` to the tier's process group, if the tier still runs."""
+        if self.running():
+            self.stopped = stopped
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(self.process.pid, signum)
 
     def wait(self) -> int:
         code = self.process.wait()
-        self.reader.join()
+        # a SIGKILLed tier's orphans (in sessions of their own) may hold its pipe open
+        self.reader.join(timeout=10 if self.stopped == "killed" else None)
         return code
 
 
-def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[str, str]) -> list[Result]:
+class Stop:
+    """The first SIGINT, SIGTERM or SIGHUP to this process: SIGINT to every running tier's process group (pytest tears
+    its fixtures down on KeyboardInterrupt, and dies without teardown on SIGTERM or SIGHUP), no further tier."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.deadline = float("inf")  # when the tiers still running get SIGKILL
+        self.jobs: list[Job] = []
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._received)
+
+    def _received(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is None:
+            self.signum, self.deadline = signum, time.monotonic() + GRACE_S
+            running = [job for job in self.jobs if job.running()]
+            for job in running:
+                job.signal_group(signal.SIGINT, "interrupted")
+            names = ", ".join(job.tier.name for job in running) or "none"
+            news = f"{name}: SIGINT to the running tiers ({names}), waiting up to {GRACE_S} s for their teardown"
+        else:  # a second SIGINT would break pytest's teardown; a CI runner sends SIGINT, then SIGTERM
+            news = f"{name}: already stopping on {self.name()}, waiting for the tiers' teardown"
+        with contextlib.suppress(OSError):  # no print, which the handler may have cut short; the terminal may be gone
+            os.write(sys.stderr.fileno(), f"\n=== tests/tiers.py: {news}\n".encode())
+
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    def watch(self, job: Job) -> None:
+        """A tier just started: it is interrupted with the others (at once, when a signal came as it started)."""
+        self.jobs.append(job)
+        if self.signum is not None:
+            job.signal_group(signal.SIGINT, "interrupted")
+
+    def kill_overdue(self, jobs: list[Job]) -> None:
+        """SIGKILL to the process groups of the tiers still running GRACE_S after the signal."""
+        left = [job for job in jobs if job.running() and job.stopped != "killed"]
+        if left and time.monotonic() > self.deadline:
+            names = ", ".join(job.tier.name for job in left)
+            print(f"\n=== {names} still running {GRACE_S} s after {self.name()}: SIGKILL to their groups", flush=True)
+            for job in left:
+                job.signal_group(signal.SIGKILL, "killed")
+
+
+def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[str, str], stop: Stop) -> list[Result]:
     """The tiers of one phase at the same time: the first prints as it runs, the others when they end."""
     started = time.monotonic()
     jobs: list[Job] = []
     for tier in phase:
+        if stop.signum is not None:
+            break
         argv = tier.argv(everything, extra)
         shown = argv if tier.command else argv[1:]
         print(f"\n=== tier {tier.name}: {tier.what}\n$ {' '.join(shown)}", flush=True)
         jobs.append(Job(tier, argv, {**env, "PYTHONUNBUFFERED": "1"}, live=not jobs, nice=tier.nice))
+        stop.watch(jobs[-1])
+    ended = wait_ends(jobs, stop, started)
+    results = [job_result(job, phase[0], ended[job.tier.name]) for job in jobs]
+    return results + [Result(tier, None, 0.0, note=f"{stop.name()} first") for tier in phase[len(jobs) :]]
+
+
+def wait_ends(jobs: list[Job], stop: Stop, started: float) -> dict[str, float]:
+    """Each job's end, in seconds from `started` (for the time table); SIGKILL to those overdue after a signal."""
     ended: dict[str, float] = {}
-    while len(ended) < len(jobs):  # each tier's own end, for the time table
+    while len(ended) < len(jobs):
         for job in jobs:
-            if job.tier.name not in ended and job.process.poll() is not None:
+            if job.tier.name not in ended and not job.running():
                 ended[job.tier.name] = time.monotonic() - started
+        stop.kill_overdue(jobs)
         time.sleep(0.5)
-    results = []
-    for job in jobs:
-        result = Result(job.tier, job.wait(), ended[job.tier.name])
-        if not job.live:
-            print(f"\n=== tier {job.tier.name} (ran beside {phase[0].name}):", flush=True)
-            sys.stdout.buffer.write(job.output)
-            sys.stdout.flush()
-        text = job.output.decode(errors="replace")
-        if closing := SUMMARY.findall(text):
-            result.counts = {word.rstrip("s"): int(n) for n, word in re.findall(r"(\d+) (\w+)", closing[-1])}
-        if job.tier.command:
-            result.phases = up_phases(text)
-            if any(what == "cluster already up" for what, _ in result.phases):
-                result.note = "already up"
-        results.append(result)
-    return results
+    return ended
+
+
+def job_result(job: Job, first: Tier, seconds: float) -> Result:
+    """An ended job's result; what a tier beside the first printed, printed now."""
+    result = Result(job.tier, job.wait(), seconds, stopped=job.stopped)
+    if not job.live and job.tier is not first:
+        print(f"\n=== tier {job.tier.name} (ran beside {first.name}):", flush=True)
+        sys.stdout.buffer.write(job.output)
+        sys.stdout.flush()
+    text = job.output.decode(errors="replace")
+    if closing := SUMMARY.findall(text):
+        result.counts = {word.rstrip("s"): int(n) for n, word in re.findall(r"(\d+) (\w+)", closing[-1])}
+    if job.tier.command:
+        result.phases = up_phases(text)
+        if any(what == "cluster already up" for what, _ in result.phases):
+            result.note = "already up"
+    return result
 
 
 def phases(chosen: list[Tier]) -> list[list[Tier]]:
@@ -260,6 +356,13 @@ def table(results: list[Result], wall_s: float, title: str) -> None:
     print(f"tests: {passed} passed, {failed} failed", flush=True)
 
 
+def take_down() -> Result:
+    """make cluster-down, in its own session: a terminal's Ctrl-C cannot cut it short (this process ignores it now)."""
+    down_started = time.monotonic()
+    down = subprocess.run([*CLUSTER_MAKE, "cluster-down"], cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True)
+    return Result(CLUSTER_DOWN, down.returncode, time.monotonic() - down_started)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="make test-all: the nightly tests too")
@@ -278,22 +381,28 @@ def main() -> int:
     started = time.monotonic()
     results: list[Result] = []
     brought_up = False
+    stop = Stop()
+    stop.install()
     try:
         for phase in phases(chosen):
+            if stop.signum is not None:
+                results += [Result(t, None, 0.0, note=f"{stop.name()} first") for t in phase]
+                continue
             up = next((r for r in results if r.tier is CLUSTER_UP), None)
             if up is not None and up.code != 0 and any(t.needs_cluster for t in phase):
                 results += [Result(t, None, 0.0, note="cluster-up failed") for t in phase]
                 continue
             # tests/cluster_infra's second bring-up may take down a cluster this run made, not one it found up
             env = {**os.environ, **({STARTED_BY_TESTS: "1"} if brought_up else {})}
-            results += run_phase(phase, args.all, extra, env)
+            results += run_phase(phase, args.all, extra, env, stop)
             brought_up = brought_up or any(r.tier is CLUSTER_UP and r.code == 0 and not r.note for r in results)
     finally:
         if brought_up:  # this run made the cluster: it takes it down again (test_cluster.py may have already)
-            down_started = time.monotonic()
-            down = subprocess.run([*CLUSTER_MAKE, "cluster-down"], cwd=ROOT, stdin=subprocess.DEVNULL)
-            results.append(Result(CLUSTER_DOWN, down.returncode, time.monotonic() - down_started))
-    table(results, time.monotonic() - started, "make test-all" if args.all else "make test")
+            results.append(take_down())
+    interrupted = f" (stopped by {stop.name()})" if stop.signum is not None else ""
+    table(results, time.monotonic() - started, ("make test-all" if args.all else "make test") + interrupted)
+    if stop.signum is not None:
+        return 128 + stop.signum
     failed = [r for r in results if r.failed()]
     return next((r.code for r in failed if r.code), 1) if failed else 0
 
