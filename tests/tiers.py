@@ -265,6 +265,10 @@ class Stop:
     def name(self) -> str:
         return signal.Signals(self.signum).name if self.signum is not None else ""
 
+    def not_run(self, tiers: list[Tier]) -> list[Result]:
+        """The tiers the signal came before: in the table as not run, and why."""
+        return [Result(tier, None, 0.0, note=f"{self.name()} first") for tier in tiers]
+
     def watch(self, job: Job) -> None:
         """A tier just started: it is interrupted with the others (at once, when a signal came as it started)."""
         self.jobs.append(job)
@@ -295,7 +299,7 @@ def run_phase(phase: list[Tier], everything: bool, extra: list[str], env: dict[s
         stop.watch(jobs[-1])
     ended = wait_ends(jobs, stop, started)
     results = [job_result(job, phase[0], ended[job.tier.name]) for job in jobs]
-    return results + [Result(tier, None, 0.0, note=f"{stop.name()} first") for tier in phase[len(jobs) :]]
+    return results + stop.not_run(phase[len(jobs) :])
 
 
 def wait_ends(jobs: list[Job], stop: Stop, started: float) -> dict[str, float]:
@@ -386,7 +390,7 @@ def main() -> int:
     try:
         for phase in phases(chosen):
             if stop.signum is not None:
-                results += [Result(t, None, 0.0, note=f"{stop.name()} first") for t in phase]
+                results += stop.not_run(phase)
                 continue
             up = next((r for r in results if r.tier is CLUSTER_UP), None)
             if up is not None and up.code != 0 and any(t.needs_cluster for t in phase):
